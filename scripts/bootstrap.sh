@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Create (or refresh) the project's virtual environments. Idempotent: a venv whose
+# stamp matches pyproject.toml is left alone.
+#   .venv        kernel-wheels + dev tools + torch 2.13.0 (CPU): converts, checks, builds the CPU variant
+#   .venv-cuda   kernel-wheels + torch 2.14.1 (CUDA 13.0): builds the CUDA variant (with --cuda)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+want_cuda=0
+[ "${1:-}" = "--cuda" ] && want_cuda=1
+
+stamp() { sha256sum pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16; }
+
+make_venv() {  # make_venv DIR TORCH_SPEC EXTRAS
+  local dir=$1 torch=$2 extras=$3
+  if [ -f "$dir/.kw-stamp" ] && [ "$(cat "$dir/.kw-stamp")" = "$(stamp)" ]; then
+    return 0
+  fi
+  echo "bootstrap: creating $dir ($torch)" >&2
+  rm -rf "$dir"
+  "$PY" -m venv "$dir"
+  "$dir/bin/python" -m pip install -q --upgrade pip
+  "$dir/bin/python" -m pip install -q "$torch" -e ".$extras"
+  stamp > "$dir/.kw-stamp"
+}
+
+make_venv .venv "torch==2.13.0" "[dev]"
+if [ $want_cuda = 1 ]; then
+  make_venv .venv-cuda "torch==2.14.1" ""
+fi

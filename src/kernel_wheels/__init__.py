@@ -1,0 +1,2 @@
+"""kernel-wheels: Hub kernels as validated, reproducible wheels."""
+__version__ = "0.1.0"

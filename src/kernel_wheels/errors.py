@@ -1,0 +1,68 @@
+"""Typed errors. Every message is written for a person and fits on one line;
+the CLI prints it as ``kernel-wheels: error: <message>`` and exits with ``exit_code``."""
+
+from __future__ import annotations
+
+
+class KernelWheelsError(Exception):
+    """Base of every error the tool reports to users."""
+
+    exit_code = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class UsageError(KernelWheelsError):
+    """The command line or API arguments are wrong."""
+
+    exit_code = 2
+
+
+class SourceError(KernelWheelsError):
+    """A kernel source cannot be read: missing folder, no build/, bad repository."""
+
+
+class RepoNotFoundError(SourceError):
+    pass
+
+
+class RevisionNotFoundError(SourceError):
+    pass
+
+
+class AuthenticationError(SourceError):
+    pass
+
+
+class NetworkError(SourceError):
+    pass
+
+
+class LfsPointerError(SourceError):
+    pass
+
+
+class VariantError(KernelWheelsError):
+    """A variant name or a variant folder is not usable."""
+
+
+class SelectionError(KernelWheelsError):
+    """Filters selected no variant."""
+
+
+class MetadataError(KernelWheelsError):
+    """metadata.json, licence or python-depends cannot be turned into wheel metadata."""
+
+
+class OutputExistsError(KernelWheelsError):
+    """A different wheel with the same name already exists (use --force)."""
+
+
+class CheckFailedError(KernelWheelsError):
+    """A wheel failed its checks and was not written."""
+
+
+class BuildError(KernelWheelsError):
+    """Compiling a kernel source tree failed."""
