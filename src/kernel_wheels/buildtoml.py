@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .errors import BuildError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 KNOWN_BACKENDS = ("cpu", "cuda", "rocm", "metal", "xpu")
 DEFAULT_CUDA_CAPABILITIES = ("8.0", "9.0+PTX")

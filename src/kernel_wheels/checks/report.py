@@ -1,0 +1,59 @@
+"""Findings of the checks and the report of one wheel."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Status(Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    NOT_VERIFIED = "not verified"  # could not be checked here; never counted as passed
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str  # record, metadata, wheel, manylinux, elf, abi3, digest, macho, pe
+    status: Status
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"check": self.check, "status": self.status.value, "message": self.message}
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    wheel: str
+    findings: tuple[Finding, ...]
+    #: The lowest manylinux tag the wheel's ELF binaries honestly meet, if it has any.
+    honest_manylinux: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return not any(f.status is Status.FAIL for f in self.findings)
+
+    @property
+    def failures(self) -> list[Finding]:
+        return [f for f in self.findings if f.status is Status.FAIL]
+
+    @property
+    def not_verified(self) -> list[Finding]:
+        return [f for f in self.findings if f.status is Status.NOT_VERIFIED]
+
+    def first_failure(self) -> str:
+        failures = self.failures
+        if not failures:
+            return ""
+        more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+        return f"[{failures[0].check}] {failures[0].message}{more}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "wheel": self.wheel,
+            "passed": self.passed,
+            "honest_manylinux": self.honest_manylinux,
+            "findings": [f.to_dict() for f in self.findings],
+        }

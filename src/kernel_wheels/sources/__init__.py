@@ -1,0 +1,64 @@
+"""Where kernels come from. Each source resolves a version request to a pinned
+:class:`~kernel_wheels.revision.Revision`, lists the variant folders under ``build/``
+and makes the selected ones available as local folders. The converter only sees
+this protocol, so a new kind of source never touches it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Protocol
+
+from ..errors import UsageError
+from ..revision import Revision
+from ..versions import VersionRequest
+
+
+class KernelSource(Protocol):
+    #: Default kernel name (the repository or folder name), used when a variant
+    #: has no metadata.json.
+    name: str
+    #: How messages refer to the source.
+    display: str
+
+    def resolve(self, request: VersionRequest | None) -> Revision:
+        """Pin ``request`` to a commit; None means the default branch (or the folder)."""
+        ...
+
+    def variant_names(self, revision: Revision) -> list[str]:
+        """Names of the folders directly under ``build/`` at ``revision``."""
+        ...
+
+    def fetch(self, revision: Revision, names: list[str], workdir: Path) -> dict[str, Path]:
+        """Local folders holding the named variants (fetched into ``workdir`` if needed)."""
+        ...
+
+    def card(self, revision: Revision) -> str | None:
+        """README.md or CARD.md of the kernel at ``revision``, if any."""
+        ...
+
+
+_URL = re.compile(r"^(https?|file|ssh|git)://|^[\w.-]+@[\w.-]+:")
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def open_source(spec: str, *, repo_type: str | None = None) -> KernelSource:
+    """A source from the command line's SOURCE: a local folder or git repository,
+    a git URL, or a Hub repository id (``org/name``)."""
+    from .folder import FolderSource
+    from .git import GitSource, is_git_repository
+
+    path = Path(spec).expanduser()
+    if path.exists():
+        if is_git_repository(path):
+            return GitSource(str(path.resolve()), local=True)
+        return FolderSource(path)
+    if _URL.match(spec):
+        return GitSource(spec, local=False)
+    if _REPO_ID.match(spec):
+        from .hub import HubSource
+
+        return HubSource(spec, repo_type=repo_type)
+    raise UsageError(
+        f"'{spec}' is not an existing folder, a git URL or a Hub repository id (org/name)"
+    )

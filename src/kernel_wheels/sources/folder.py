@@ -1,0 +1,46 @@
+"""A plain local folder: ``DIR/build/<variant>/`` or ``DIR/<variant>/``. It has no
+revisions: VERSION is taken as given."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import SourceError, UsageError
+from ..revision import Revision
+from ..versions import RequestKind, VersionRequest
+
+
+class FolderSource:
+    def __init__(self, path: Path) -> None:
+        if not path.is_dir():
+            raise SourceError(f"{path} is not a folder")
+        self.root = path.resolve()
+        self.build_dir = self.root / "build" if (self.root / "build").is_dir() else self.root
+        self.name = (self.root.name if self.build_dir != self.root else self.root.parent.name)
+        self.display = str(path)
+
+    def resolve(self, request: VersionRequest | None) -> Revision:
+        if request is None:
+            return Revision("", None, None, None, None)
+        if request.kind not in (RequestKind.EXACT, RequestKind.MAJOR):
+            raise UsageError(
+                f"{self.display} is a plain folder with no versions: give the version of "
+                f"its kernel (e.g. 1.1.2), not '{request.text}'"
+            )
+        return Revision(request.text, None, None, None, None)
+
+    def variant_names(self, revision: Revision) -> list[str]:
+        names = sorted(p.name for p in self.build_dir.iterdir()
+                       if p.is_dir() and not p.name.startswith("."))
+        if not names:
+            raise SourceError(f"{self.display} has no build/ folder and no variant folders")
+        return names
+
+    def fetch(self, revision: Revision, names: list[str], workdir: Path) -> dict[str, Path]:
+        return {name: self.build_dir / name for name in names}
+
+    def card(self, revision: Revision) -> str | None:
+        for name in ("README.md", "CARD.md"):
+            if (self.root / name).is_file():
+                return (self.root / name).read_text("utf-8", errors="replace")
+        return None

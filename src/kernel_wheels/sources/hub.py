@@ -1,0 +1,260 @@
+"""A kernel repository on the Hugging Face Hub (or a Hub-compatible server), through
+``huggingface_hub``. HF_ENDPOINT, HF_TOKEN, HF_HOME and HF_HUB_OFFLINE are honoured
+because every call goes through huggingface_hub's own configuration.
+
+Only the selected variants are downloaded (``snapshot_download`` with
+``allow_patterns``), into the ordinary HF cache, so a second run downloads nothing
+and HF_HUB_OFFLINE=1 converts from the cache.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..errors import (
+    AuthenticationError,
+    NetworkError,
+    RepoNotFoundError,
+    RevisionNotFoundError,
+    SourceError,
+)
+from ..revision import Revision
+from ..versions import RequestKind, VersionRequest, describe_versions, pick_tag
+
+T = TypeVar("T")
+REPO_TYPES = ("kernel", "model")
+RETRIES = 3
+_NETWORK_ERRORS = {"ConnectError", "ConnectTimeout", "ReadTimeout", "TimeoutException",
+                   "NetworkError", "TransportError", "ConnectionError", "RemoteProtocolError"}
+
+
+def _is_network_error(exc: BaseException) -> bool:
+    return any(cls.__name__ in _NETWORK_ERRORS for cls in type(exc).__mro__)
+
+
+def _status(exc: BaseException) -> int | None:
+    response = getattr(exc, "response", None)
+    return getattr(response, "status_code", None)
+
+
+class HubSource:
+    def __init__(self, repo_id: str, *, repo_type: str | None = None) -> None:
+        from huggingface_hub import HfApi, constants
+
+        self.repo_id = repo_id
+        self.name = repo_id.split("/")[-1]
+        self.endpoint = constants.ENDPOINT
+        self.display = repo_id
+        self.offline = bool(constants.HF_HUB_OFFLINE)
+        self.api = HfApi()
+        self.repo_types = (repo_type,) if repo_type else REPO_TYPES
+        self.repo_type: str = self.repo_types[0]
+
+    # -- error handling -----------------------------------------------------------
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """Run a Hub call, retrying network failures, mapping errors to one clear line."""
+        from huggingface_hub import errors
+
+        delay = 0.5
+        for attempt in range(1, RETRIES + 1):
+            try:
+                return fn()
+            except errors.GatedRepoError:
+                raise AuthenticationError(
+                    f"{self.repo_id} is gated: accept its terms on the Hub, then set HF_TOKEN "
+                    "to a token of that account") from None
+            except errors.RevisionNotFoundError:
+                raise RevisionNotFoundError(f"{what}: revision not found in {self.repo_id}") from None
+            except errors.RepositoryNotFoundError:
+                raise RepoNotFoundError(self._not_found()) from None
+            except errors.EntryNotFoundError:
+                raise SourceError(f"{what}: not found in {self.repo_id}") from None
+            except errors.OfflineModeIsEnabled:
+                raise SourceError(
+                    f"{what}: HF_HUB_OFFLINE=1 and {self.repo_id} is not in the cache "
+                    "for this request") from None
+            except errors.LocalEntryNotFoundError as exc:
+                if self.offline:
+                    raise SourceError(
+                        f"HF_HUB_OFFLINE=1 and {self.repo_id} is not in the cache for this "
+                        "request (convert it once online first)") from None
+                if attempt == RETRIES:
+                    raise NetworkError(f"cannot reach {self.endpoint} after {RETRIES} tries: "
+                                       f"{exc}") from None
+            except errors.HfHubHTTPError as exc:
+                status = _status(exc)
+                if status in (401, 403):
+                    raise AuthenticationError(self._auth_message(status)) from None
+                if status is not None and status < 500 or attempt == RETRIES:
+                    raise SourceError(f"{what} failed: HTTP {status} from {self.endpoint}") from None
+            except Exception as exc:
+                if not _is_network_error(exc):
+                    raise
+                if attempt == RETRIES:
+                    raise NetworkError(f"cannot reach the Hub at {self.endpoint} after {RETRIES} "
+                                       f"tries: {exc}") from None
+            time.sleep(delay)
+            delay *= 2
+        raise AssertionError("unreachable")
+
+    def _token_set(self) -> bool:
+        from huggingface_hub import get_token
+
+        return get_token() is not None
+
+    def _not_found(self) -> str:
+        types = " or ".join(self.repo_types)
+        hint = ("; if it is private, check that HF_TOKEN grants access to it" if self._token_set()
+                else "; if it is private or gated, set HF_TOKEN")
+        return f"repository {self.repo_id} not found on {self.endpoint} (as {types} repo){hint}"
+
+    def _auth_message(self, status: int) -> str:
+        if self._token_set():
+            return (f"{self.endpoint} refused access to {self.repo_id} (HTTP {status}): the token "
+                    "in HF_TOKEN (not shown) lacks access")
+        return (f"{self.repo_id} needs authentication (HTTP {status}): set HF_TOKEN to a token "
+                "with read access")
+
+    # -- resolution ---------------------------------------------------------------
+    def _refs(self) -> tuple[dict[str, str], dict[str, str]]:
+        """({tag: commit}, {branch: commit}); picks the repo type that exists."""
+        from huggingface_hub import errors
+
+        last: SourceError | None = None
+        for repo_type in self.repo_types:
+            try:
+                refs: Any = self._call("listing refs", partial(
+                    self.api.list_repo_refs, self.repo_id, repo_type=repo_type))
+            except RepoNotFoundError as exc:
+                last = exc
+                continue
+            except errors.HfHubHTTPError:
+                raise
+            self.repo_type = repo_type
+            return ({t.name: t.target_commit for t in refs.tags},
+                    {b.name: b.target_commit for b in refs.branches})
+        assert last is not None
+        raise last
+
+    def _cached_refs(self) -> tuple[dict[str, str], dict[str, str]]:
+        """Offline: the refs the HF cache remembers (HF_HOME/hub/<repo>/refs/<name>)."""
+        from huggingface_hub import constants
+        from huggingface_hub.file_download import repo_folder_name
+
+        for repo_type in self.repo_types:
+            folder = Path(constants.HF_HUB_CACHE) / repo_folder_name(
+                repo_id=self.repo_id, repo_type=repo_type)
+            refs_dir = folder / "refs"
+            if refs_dir.is_dir():
+                self.repo_type = repo_type
+                refs = {p.relative_to(refs_dir).as_posix(): p.read_text().strip()
+                        for p in refs_dir.rglob("*") if p.is_file()}
+                tags = {k: v for k, v in refs.items() if re.fullmatch(r"v\d+(\.\d+)+", k)}
+                return tags, {k: v for k, v in refs.items() if k not in tags}
+        raise SourceError(f"HF_HUB_OFFLINE=1 and {self.repo_id} is not in the cache "
+                          f"({constants.HF_HUB_CACHE}); convert it once online first")
+
+    def resolve(self, request: VersionRequest | None) -> Revision:
+        tags, branches = self._cached_refs() if self.offline else self._refs()
+        if request is None:
+            ref = "main"
+        elif request.kind in (RequestKind.EXACT, RequestKind.RANGE):
+            ref = pick_tag(request, list(tags))
+        elif request.kind is RequestKind.MAJOR:
+            ref = request.branch
+            if ref not in branches:
+                raise RevisionNotFoundError(
+                    f"major version {request.text} not found (no branch {ref} in {self.repo_id}); "
+                    f"versions that exist: {describe_versions([*tags, *branches])}")
+        else:
+            ref = request.text
+        commit = tags.get(ref) or branches.get(ref)
+        if commit is None:
+            commit = self._commit_of(ref, [*tags, *branches])
+        return Revision(request.text if request else ref, ref, commit, self._commit_time(commit),
+                        f"{self._web_url()}/tree/{commit}")
+
+    def _commit_of(self, ref: str, known: list[str]) -> str:
+        if self.offline:
+            if re.fullmatch(r"[0-9a-f]{40}", ref):
+                return ref
+            raise SourceError(f"HF_HUB_OFFLINE=1: revision '{ref}' of {self.repo_id} is not in "
+                              "the cache")
+        if not re.fullmatch(r"[0-9a-f]{7,40}", ref):
+            raise RevisionNotFoundError(f"revision '{ref}' not found in {self.repo_id}; versions "
+                                        f"that exist: {describe_versions(known)}")
+        try:
+            info: Any = self._call("resolving the revision", lambda: self.api.repo_info(
+                self.repo_id, revision=ref, repo_type=self.repo_type))
+        except (RepoNotFoundError, RevisionNotFoundError):
+            # Hub-compatible servers answer a missing revision like a missing repo.
+            raise RevisionNotFoundError(
+                f"revision '{ref}' not found in {self.repo_id}; versions that exist: "
+                f"{describe_versions(known)}") from None
+        return str(info.sha)
+
+    def _commit_time(self, commit: str) -> int | None:
+        if self.offline:
+            return None
+        try:
+            info: Any = self._call("reading the commit", lambda: self.api.repo_info(
+                self.repo_id, revision=commit, repo_type=self.repo_type))
+        except SourceError:
+            return None
+        modified = getattr(info, "last_modified", None)
+        return int(modified.timestamp()) if modified is not None else None
+
+    def _web_url(self) -> str:
+        prefix = {"model": "", "kernel": "kernels/"}.get(self.repo_type, f"{self.repo_type}s/")
+        return f"{self.endpoint.rstrip('/')}/{prefix}{self.repo_id}"
+
+    # -- files --------------------------------------------------------------------
+    def variant_names(self, revision: Revision) -> list[str]:
+        assert revision.commit is not None
+        if self.offline:
+            snapshot = self._snapshot_dir(revision.commit)
+            names = sorted(p.name for p in (snapshot / "build").iterdir() if p.is_dir()) \
+                if (snapshot / "build").is_dir() else []
+        else:
+            entries: Any = self._call("listing build/", lambda: list(self.api.list_repo_tree(
+                self.repo_id, path_in_repo="build", revision=revision.commit,
+                repo_type=self.repo_type)))
+            names = sorted(e.path.split("/", 1)[1] for e in entries
+                           if type(e).__name__ == "RepoFolder")
+        if not names:
+            raise SourceError(f"{self.repo_id} has no build/ folder at {revision.commit[:12]}")
+        return names
+
+    def _snapshot_dir(self, commit: str) -> Path:
+        from huggingface_hub import constants
+        from huggingface_hub.file_download import repo_folder_name
+
+        return Path(constants.HF_HUB_CACHE) / repo_folder_name(
+            repo_id=self.repo_id, repo_type=self.repo_type) / "snapshots" / commit
+
+    def fetch(self, revision: Revision, names: list[str], workdir: Path) -> dict[str, Path]:
+        from huggingface_hub import snapshot_download
+
+        patterns = [f"build/{name}/*" for name in names]
+        root: Any = self._call("downloading variants", lambda: snapshot_download(
+            self.repo_id, repo_type=self.repo_type, revision=revision.commit,
+            allow_patterns=patterns))
+        return {name: Path(root) / "build" / name for name in names}
+
+    def card(self, revision: Revision) -> str | None:
+        from huggingface_hub import hf_hub_download
+
+        for filename in ("README.md", "CARD.md"):
+            try:
+                path: Any = self._call("reading the card", partial(
+                    hf_hub_download, self.repo_id, filename, repo_type=self.repo_type,
+                    revision=revision.commit))
+            except SourceError:
+                continue
+            return Path(path).read_text("utf-8", errors="replace")
+        return None

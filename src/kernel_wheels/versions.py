@@ -1,0 +1,129 @@
+"""Version requests (``1.1.2``, ``v1.1.2``, ``>=1.1.2,<2``, ``1``, ``--revision R``) and
+the wheel version ``V`` they give.
+
+Rules (also in the README):
+- a release tag ``vX.Y.Z`` gives ``V = X.Y.Z``;
+- any other revision (a major branch ``v1``, a branch, a SHA) gives
+  ``V = <major>.<YYYYMMDD>.<HHMMSS>`` of its commit time in UTC, so a later build sorts
+  higher and sorts above the major's tagged releases; ``<major>`` comes from the branch
+  name ``vN`` or from metadata.json's ``version``. Commits of the same second are told
+  apart by the commit SHA in the provenance, not the file name.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from enum import Enum
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from .errors import RevisionNotFoundError, UsageError
+
+_TAG = re.compile(r"v(\d+(?:\.\d+)*)")
+
+
+class RequestKind(Enum):
+    EXACT = "exact"  # 1.1.2 -> tag v1.1.2
+    RANGE = "range"  # >=1.1.2,<2 -> newest matching tag
+    MAJOR = "major"  # 1 -> branch v1
+    REVISION = "revision"  # any branch, tag or commit SHA
+
+
+@dataclass(frozen=True)
+class VersionRequest:
+    kind: RequestKind
+    text: str
+
+    @property
+    def tag(self) -> str:
+        assert self.kind is RequestKind.EXACT
+        return "v" + self.text
+
+    @property
+    def branch(self) -> str:
+        assert self.kind is RequestKind.MAJOR
+        return "v" + self.text
+
+
+def parse_request(version: str | None, revision: str | None = None) -> VersionRequest:
+    """Turn the command line's VERSION / --revision into a request."""
+    if revision is not None:
+        if not revision.strip():
+            raise UsageError("--revision is empty")
+        return VersionRequest(RequestKind.REVISION, revision.strip())
+    if version is None or not version.strip():
+        raise UsageError("give a VERSION (e.g. 1.1.2, '>=1.1,<2' or 1) or --revision")
+    text = version.strip()
+    if text.isdigit():
+        return VersionRequest(RequestKind.MAJOR, text)
+    if re.fullmatch(r"v?\d+(\.\d+)+", text):
+        return VersionRequest(RequestKind.EXACT, text.removeprefix("v"))
+    if any(op in text for op in "<>=!~"):
+        try:
+            SpecifierSet(text)
+        except InvalidSpecifier:
+            raise UsageError(f"'{text}' is not a valid version range") from None
+        return VersionRequest(RequestKind.RANGE, text)
+    raise UsageError(f"'{text}' is not a version (1.1.2), a range ('>=1.1,<2') or a major (1)")
+
+
+def tag_version(tag: str) -> Version | None:
+    """``v1.1.2`` -> Version('1.1.2'); None for anything that is not a release tag."""
+    match = _TAG.fullmatch(tag)
+    if match is None or "." not in match[1]:
+        return None
+    try:
+        return Version(match[1])
+    except InvalidVersion:
+        return None
+
+
+def pick_tag(request: VersionRequest, tags: list[str]) -> str:
+    """The tag an EXACT or RANGE request selects from ``tags``."""
+    versions = {tag: v for tag in tags if (v := tag_version(tag)) is not None}
+    if request.kind is RequestKind.EXACT:
+        wanted = Version(request.text)
+        for tag, v in versions.items():
+            if v == wanted:
+                return tag
+    else:
+        spec = SpecifierSet(request.text)
+        matching = [(v, tag) for tag, v in versions.items() if spec.contains(v, prereleases=True)]
+        if matching:
+            return max(matching)[1]
+    raise RevisionNotFoundError(
+        f"version {request.text} not found; versions that exist: {describe_versions(tags)}"
+    )
+
+
+def describe_versions(refs: list[str]) -> str:
+    releases = sorted((v, t) for t in refs if (v := tag_version(t)) is not None)
+    majors = sorted({r for r in refs if re.fullmatch(r"v\d+", r)}, key=lambda r: int(r[1:]))
+    names = [str(v) for v, _ in releases] + [f"{m[1:]} (branch {m})" for m in majors]
+    return ", ".join(names) if names else "none (no vX.Y.Z tags or vN branches)"
+
+
+def wheel_version(ref: str | None, commit_time: int | None, major: int | None,
+                  given: str | None = None) -> str:
+    """The wheel version ``V`` for a resolved revision (rules in the module docstring)."""
+    if given is not None:
+        try:
+            return str(Version(given))
+        except InvalidVersion:
+            raise UsageError(f"'{given}' is not a valid version (PEP 440)") from None
+    if ref is not None and (v := tag_version(ref)) is not None:
+        return str(v)
+    if ref is not None and (branch := re.fullmatch(r"v(\d+)", ref)):
+        major = int(branch[1])
+    if major is None:
+        raise UsageError(
+            f"cannot tell the kernel's major version at {ref or 'this revision'}: "
+            "give the wheel version explicitly (e.g. to-wheel SOURCE 1.2.0 --revision R)"
+        )
+    if commit_time is None:
+        raise UsageError("the source gives no commit time for this revision: give the version")
+    stamp = time.gmtime(commit_time)
+    return str(Version(f"{major}.{time.strftime('%Y%m%d', stamp)}.{time.strftime('%H%M%S', stamp)}"))
