@@ -1,0 +1,145 @@
+"""Session fixtures: the sample kernel built for real (CPU here, CUDA in the CUDA venv),
+the local Hub-kernel repository made from it, and a matrix of every variant form."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import ROOT, SAMPLE
+
+
+ZIG = [sys.executable, "-m", "ziglang", "cc"]
+
+
+def _cuda_python() -> Path:
+    path = Path(os.environ.get("KW_CUDA_PYTHON", ROOT / ".venv-cuda" / "bin" / "python"))
+    if not path.exists():
+        pytest.fail(f"no CUDA torch venv at {path}: run scripts/bootstrap.sh --cuda "
+                    "(or set KW_CUDA_PYTHON)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def cpu_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`kernel-wheels build` of the sample kernel with this venv's torch 2.13.0 (CPU)."""
+    out = tmp_path_factory.mktemp("cpu-build")
+    subprocess.run([sys.executable, "-m", "kernel_wheels", "build", str(SAMPLE), "-o", str(out)],
+                   check=True, capture_output=True, text=True)
+    return out / "build" / "torch213-cxx11-cpu-x86_64-linux"
+
+
+@pytest.fixture(scope="session")
+def cuda_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The CUDA variant, built in the torch 2.14.1 (CUDA 13.0) venv with nvcc (no GPU)."""
+    out = tmp_path_factory.mktemp("cuda-build")
+    proc = subprocess.run([str(_cuda_python()), "-m", "kernel_wheels", "build", str(SAMPLE),
+                           "-o", str(out), "--backend", "cuda"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return out / "build" / "torch214-cxx11-cu130-x86_64-linux"
+
+
+@pytest.fixture(scope="session")
+def build_output(tmp_path_factory: pytest.TempPathFactory, cpu_build: Path,
+                 cuda_build: Path) -> Path:
+    """Both variants in one Hub layout."""
+    out = tmp_path_factory.mktemp("build-output")
+    for variant in (cpu_build, cuda_build):
+        shutil.copytree(variant, out / "build" / variant.name)
+    return out
+
+
+@pytest.fixture(scope="session")
+def kernel_repo(tmp_path_factory: pytest.TempPathFactory, build_output: Path) -> Path:
+    """Local Hub kernel repo: tags v1.1.1, v1.1.2, branch v1 (one commit later)."""
+    repo = tmp_path_factory.mktemp("repos") / "img2gray"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_kernel_repo.py"),
+                    str(build_output), str(repo), "--card", str(SAMPLE / "README.md")],
+                   check=True, capture_output=True)
+    return repo
+
+
+@pytest.fixture(scope="session")
+def foreign_binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Real binaries for other platforms, cross-compiled with zig: an aarch64 Linux .so,
+    an arm64 macOS (min 26.0) and a 14.0 one, and an x86-64 Windows DLL."""
+    out = tmp_path_factory.mktemp("foreign")
+    source = out / "ext.c"
+    source.write_text("void *PyInit__img2gray_x(void) { return 0; }\n")
+    targets = {
+        "linux-aarch64": ("aarch64-linux-gnu.2.28", "ext_aarch64.so"),
+        "macos-26": ("aarch64-macos.26.0", "ext_macos26.so"),
+        "macos-14": ("aarch64-macos.14.0", "ext_macos14.so"),
+        "macos-x86": ("x86_64-macos.26.0", "ext_macos_x86.so"),
+        "windows": ("x86_64-windows-gnu", "ext.pyd"),
+    }
+    result = {}
+    for key, (target, name) in targets.items():
+        subprocess.run([*ZIG, "-target", target, "-shared", "-O2", "-s", "-o", str(out / name),
+                        str(source)], check=True, capture_output=True, cwd=out)
+        result[key] = out / name
+    return result
+
+
+# Every row of the wheel contract, with the layout and metadata form each one uses.
+MATRIX = {
+    "torch27-cxx11-cu128-x86_64-linux": ("flat", True),
+    "torch26-cxx98-cu118-x86_64-linux": ("legacy", False),
+    "torch213-cxx11-rocm71-x86_64-linux": ("flat", True),
+    "torch213-cxx11-xpu20260-x86_64-linux": ("legacy", True),
+    "torch210-cxx11-cann81-x86_64-linux": ("flat", False),
+    "torch213-cxx11-cpu-aarch64-linux": ("flat", True),
+    "torch213-metal-aarch64-darwin": ("flat", True),
+    "torch213-cpu-aarch64-darwin": ("legacy", False),
+    "torch213-cxx11-cu130-x86_64-windows": ("flat", True),
+    "torch213-cu130-x86_64-windows": ("flat", False),
+    "torch-stable-abi210-cu128-x86_64-linux": ("flat", True),
+    "tvm-ffi01-cu128-x86_64-linux": ("flat", True),
+    "torch-cuda": ("flat", True),
+    "torch-universal": ("legacy", False),
+}
+
+
+@pytest.fixture(scope="session")
+def matrix_folder(tmp_path_factory: pytest.TempPathFactory, cpu_build: Path,
+                  foreign_binaries: dict[str, Path]) -> Path:
+    """A folder `img2gray/build/<variant>/` for every contract row. Each package is
+    importable without torch (`VARIANT = name`) and carries a real binary for its
+    platform: the sample's CPU .so on Linux x86-64, zig's builds elsewhere."""
+    from kernel_wheels.digest import digest_folder
+
+    root = tmp_path_factory.mktemp("matrix") / "img2gray"
+    real_so = next(cpu_build.glob("*.abi3.so"))
+    for name, (layout, with_metadata) in MATRIX.items():
+        variant = root / "build" / name
+        package = variant if layout == "flat" else variant / "img2gray"
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text(f'VARIANT = "{name}"\n')
+        (package / "_ops.py").write_text("ops = None\n")
+        if name.endswith("x86_64-linux"):
+            shutil.copy(real_so, package / real_so.name)
+        elif name.endswith("aarch64-linux"):
+            shutil.copy(foreign_binaries["linux-aarch64"], package / "_img2gray_x.abi3.so")
+        elif name.endswith("darwin"):
+            shutil.copy(foreign_binaries["macos-26"], package / "_img2gray_x.abi3.so")
+        elif name.endswith("windows"):
+            shutil.copy(foreign_binaries["windows"], package / "_img2gray_x.pyd")
+        if layout == "flat":
+            (variant / "img2gray").mkdir()
+            (variant / "img2gray" / "__init__.py").write_text("from .. import *\n")
+        if with_metadata:
+            meta = {"name": "img2gray", "id": "_img2gray_x", "version": 1,
+                    "license": "apache-2.0",
+                    "python-depends": ["einops"] if name == "torch-cuda" else [],
+                    "backend": {"type": "cuda", "archs": ["8.0", "9.0+PTX"]},
+                    "digest": {"algorithm": "sha256", "files": digest_folder(variant)}}
+            (variant / "metadata.json").write_text(json.dumps(meta))
+    (root / "README.md").write_text("---\nlicense: apache-2.0\n---\n# img2gray\n\nTest matrix.\n")
+    (root / "build" / "not-a-variant").mkdir()
+    return root

@@ -1,0 +1,58 @@
+"""Shared test helpers: running the real command, making venvs, reading wheels."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "sample-kernel"
+UV = shutil.which("uv", path=str(Path(sys.executable).parent)) or "uv"
+
+
+def run_cli(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None,
+            check: bool = True, prefix: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``kernel-wheels`` as a user would (a new process)."""
+    cmd = [*(prefix or []), sys.executable, "-m", "kernel_wheels", *map(str, args)]
+    proc = subprocess.run(cmd, cwd=cwd, env={**os.environ, **(env or {})},
+                          capture_output=True, text=True, timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def torch_wheel(cache: Path) -> Path:
+    """The local torch 2.13.0 CPU wheel (pip finds it through this machine's config)."""
+    found = sorted(cache.glob("torch-2.13.0*.whl"))
+    if not found:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                        "torch==2.13.0", "-d", str(cache)], check=True, capture_output=True)
+        found = sorted(cache.glob("torch-2.13.0*.whl"))
+    return found[0]
+
+
+def make_venv(path: Path, torch: Path | None = None) -> Path:
+    """A fresh venv (with pip); torch installed from ``torch`` if given. Returns its python."""
+    subprocess.run([UV, "venv", "-q", "--seed", "--python", sys.executable, str(path)],
+                   check=True, capture_output=True)
+    python = path / "bin" / "python"
+    if torch is not None:
+        subprocess.run([UV, "pip", "install", "-q", "--python", str(python), str(torch)],
+                       check=True, capture_output=True)
+    return python
+
+
+def read_member(wheel: Path, suffix: str) -> str:
+    with zipfile.ZipFile(wheel) as zf:
+        name = next(n for n in zf.namelist() if n.endswith(suffix))
+        return zf.read(name).decode()
+
+
+def reference_gray(image):  # type: ignore[no-untyped-def]
+    """float32 reference: products and sums rounded separately, then truncated."""
+    f = image.float()
+    return ((0.21 * f[..., 0] + 0.72 * f[..., 1]) + 0.07 * f[..., 2]).to(image.dtype)

@@ -1,0 +1,215 @@
+"""The img2gray sample kernel, built for real by `kernel-wheels build`: the op's
+results, its errors, a real third-party loader, digests, and the ELF promises."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from elftools.elf.elffile import ELFFile
+
+from helpers import SAMPLE, reference_gray, run_cli
+from kernel_wheels.checks.elf import read_elf
+
+torch = pytest.importorskip("torch")  # the test venv always has torch 2.13.0
+
+MANYLINUX_2_28 = {"GLIBC": (2, 28), "GLIBCXX": (3, 4, 24), "CXXABI": (1, 3, 11), "GCC": (7, 0, 0)}
+
+
+def load_variant(variant: Path) -> ModuleType:
+    """Import a built variant folder as the package `img2gray` (what loaders do)."""
+    name = f"img2gray_{variant.name.replace('-', '_')}"
+    spec = importlib.util.spec_from_file_location(
+        name, variant / "__init__.py", submodule_search_locations=[str(variant)])
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def img2gray(cpu_build: Path) -> ModuleType:
+    return load_variant(cpu_build)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 5), (17, 31), (255, 129), (480, 641)])
+def test_cpu_output_equals_float32_reference(img2gray: ModuleType, shape: tuple[int, int]) -> None:
+    generator = torch.Generator().manual_seed(shape[0] * 1000 + shape[1])
+    image = torch.randint(0, 256, (*shape, 3), dtype=torch.uint8, generator=generator)
+    gray = img2gray.img2gray(image)
+    assert gray.shape == shape and gray.dtype == torch.uint8
+    assert torch.equal(gray, reference_gray(image))
+    if shape[0] * shape[1] > 100:
+        assert gray.float().std() > 10  # a real image, not zeros or a constant
+
+
+def test_known_pixels(img2gray: ModuleType) -> None:
+    image = torch.tensor([[[255, 255, 255], [0, 0, 0], [100, 0, 0], [0, 100, 0], [0, 0, 100]]],
+                         dtype=torch.uint8)
+    assert img2gray.img2gray(image).tolist() == [[255, 0, 21, 72, 7]]
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda: torch.zeros(4, 4, 3, dtype=torch.float32), TypeError, "must be uint8"),
+    (lambda: torch.zeros(4, 4, 4, dtype=torch.uint8), ValueError, "shape (H, W, 3)"),
+    (lambda: torch.zeros(4, 4, dtype=torch.uint8), ValueError, "shape (H, W, 3)"),
+    (lambda: torch.zeros(4, 6, 3, dtype=torch.uint8)[:, ::2], ValueError, "contiguous"),
+    (lambda: [[1, 2, 3]], TypeError, "torch.Tensor"),
+])
+def test_bad_input_clear_python_error(img2gray: ModuleType, make, error, message) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
+        img2gray.img2gray(make())
+
+
+@pytest.mark.parametrize("make_input, make_output, message", [
+    (lambda: torch.zeros(4, 4, 3), lambda: torch.zeros(4, 4, dtype=torch.uint8), "input must be uint8"),
+    (lambda: torch.zeros(4, 4, 2, dtype=torch.uint8), lambda: torch.zeros(4, 4, dtype=torch.uint8),
+     r"shape \(H, W, 3\)"),
+    (lambda: torch.zeros(4, 8, 3, dtype=torch.uint8)[:, ::2], lambda: torch.zeros(4, 4, dtype=torch.uint8),
+     "input must be contiguous"),
+    (lambda: torch.zeros(4, 4, 3, dtype=torch.uint8), lambda: torch.zeros(4, 5, dtype=torch.uint8),
+     "output must have shape"),
+    # On a CPU-only machine a second device is "meta": the dispatcher itself refuses the
+    # mix with a clear error. CUDA + CPU reaches our TORCH_CHECK ("same device"): the GPU
+    # script scripts/gpu_check.py tests that on the H200.
+    (lambda: torch.zeros(4, 4, 3, dtype=torch.uint8),
+     lambda: torch.zeros(4, 4, dtype=torch.uint8, device="meta"), "Meta"),
+])
+def test_bad_input_clear_op_error(img2gray: ModuleType, make_input, make_output, message) -> None:  # type: ignore[no-untyped-def]
+    """Calling the registered op directly fails with TORCH_CHECK's message, not a crash."""
+    with pytest.raises(RuntimeError, match=message):
+        img2gray.ops.img2gray(make_input(), make_output())
+
+
+def test_ops_namespace_is_unique_per_source(cpu_build: Path, tmp_path: Path) -> None:
+    namespace = next(cpu_build.glob("*.abi3.so")).name.split(".")[0]
+    assert namespace.startswith("_img2gray_cpu_") and len(namespace) == len("_img2gray_cpu_") + 7
+    changed = tmp_path / "src"
+    shutil.copytree(SAMPLE, changed)
+    (changed / "csrc" / "img2gray_cpu.cpp").write_text(
+        (changed / "csrc" / "img2gray_cpu.cpp").read_text() + "\n// changed\n")
+    from kernel_wheels.builder import source_hash
+    from kernel_wheels.buildtoml import read_build_toml
+    assert source_hash(read_build_toml(changed)) != namespace[-7:]
+    assert source_hash(read_build_toml(SAMPLE)) == namespace[-7:]
+
+
+def test_hub_layout(cpu_build: Path) -> None:
+    names = sorted(p.relative_to(cpu_build).as_posix() for p in cpu_build.rglob("*") if p.is_file())
+    so = next(n for n in names if n.endswith(".abi3.so"))
+    assert names == sorted(["__init__.py", "_ops.py", so, "img2gray/__init__.py", "metadata.json"])
+    meta = json.loads((cpu_build / "metadata.json").read_text())
+    assert meta["name"] == "img2gray" and meta["id"] == so.split(".")[0]
+    assert meta["version"] == 1 and meta["license"] == "Apache-2.0"
+    assert meta["backend"] == {"type": "cpu"}
+
+
+def test_compat_subpackage_imports_the_flat_package(cpu_build: Path) -> None:
+    code = ("import sys, torch; sys.path.insert(0, sys.argv[1]); import img2gray; "
+            "x = torch.full((2, 2, 3), 100, dtype=torch.uint8); print(img2gray.img2gray(x).tolist())")
+    out = subprocess.run([sys.executable, "-c", code, str(cpu_build)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[[100, 100], [100, 100]]"
+
+
+def test_kernels_local_loader_runs_the_op(cpu_build: Path) -> None:
+    """Hugging Face's own `kernels.get_local_kernel` (from PyPI) loads our build."""
+    code = """
+import sys, torch
+from pathlib import Path
+from kernels import get_local_kernel
+sys.path.insert(0, sys.argv[2])
+from helpers import reference_gray
+kernel = get_local_kernel(Path(sys.argv[1]))
+image = torch.randint(0, 256, (33, 47, 3), dtype=torch.uint8)
+assert torch.equal(kernel.img2gray(image), reference_gray(image))
+print("ok", kernel.__name__)
+"""
+    out = subprocess.run([sys.executable, "-c", code, str(cpu_build.parent.parent),
+                          str(Path(__file__).parent)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("ok _img2gray_cpu_")
+
+
+@pytest.mark.parametrize("variant", ["cpu_build", "cuda_build"])
+def test_metadata_digests_match_files(variant: str, request: pytest.FixtureRequest) -> None:
+    """Our digests equal the `kernels` package's own computation, and the files."""
+    from kernels._rust import Digest, DigestAlgorithm
+
+    from kernel_wheels.digest import digest_folder
+
+    folder: Path = request.getfixturevalue(variant)
+    recorded = json.loads((folder / "metadata.json").read_text())["digest"]
+    assert recorded["algorithm"] == "sha256"
+    assert recorded["files"] == digest_folder(folder)
+    assert recorded["files"] == Digest.hash_variant(DigestAlgorithm.SHA256, str(folder)).files
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split("."))
+
+
+@pytest.mark.parametrize("variant", ["cpu_build", "cuda_build"])
+def test_elf_promises(variant: str, request: pytest.FixtureRequest) -> None:
+    folder: Path = request.getfixturevalue(variant)
+    so = next(folder.glob("*.abi3.so"))
+    info = read_elf(so, so.name)
+    assert info.machine == "EM_X86_64"
+    assert not any("torch_python" in n or n.startswith("libpython") for n in info.needed), info.needed
+    assert "libc10.so" in info.needed
+    assert info.rpaths == ()
+    assert f"PyInit_{so.name.split('.')[0]}" in info.defined
+    over = [(sym, ver) for sym, ver in info.versioned_imports
+            if ver.rpartition("_")[0] in MANYLINUX_2_28
+            and _version_tuple(ver.rpartition("_")[2]) > MANYLINUX_2_28[ver.rpartition("_")[0]]]
+    assert over == []
+    assert any(ver.startswith("GLIBC_") for _, ver in info.versioned_imports)
+    with so.open("rb") as stream:  # no DT_RPATH/DT_RUNPATH at all, read independently
+        dynamic = ELFFile(stream).get_section_by_name(".dynamic")
+        tags = {t.entry.d_tag for t in dynamic.iter_tags()}
+    assert not tags & {"DT_RPATH", "DT_RUNPATH"}
+
+
+def test_cuda_variant_archs(cuda_build: Path) -> None:
+    """sm_80 and sm_90 machine code plus compute_90 PTX, as build.toml asks."""
+    so = next(cuda_build.glob("*.abi3.so"))
+    assert so.name.startswith("_img2gray_cuda_")
+    # This toolkit has no cuobjdump; the CUDA torch venv has one (shipped with triton).
+    from conftest import _cuda_python
+    venv = _cuda_python().parent.parent
+    found = [shutil.which("cuobjdump"),
+             *map(str, venv.glob("lib/python*/site-packages/triton/backends/nvidia/bin/cuobjdump"))]
+    cuobjdump = next(f for f in found if f)
+    elf = subprocess.run([cuobjdump, "--list-elf", str(so)], capture_output=True, text=True)
+    ptx = subprocess.run([cuobjdump, "--list-ptx", str(so)], capture_output=True, text=True)
+    assert "sm_80" in elf.stdout and "sm_90" in elf.stdout
+    assert "sm_90" in ptx.stdout and "sm_80" not in ptx.stdout
+    meta = json.loads((cuda_build / "metadata.json").read_text())
+    assert meta["backend"] == {"type": "cuda", "archs": ["8.0", "9.0+PTX"]}
+
+
+def test_build_errors_are_one_line(tmp_path: Path) -> None:
+    proc = run_cli("build", tmp_path, "-o", tmp_path / "out", check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"kernel-wheels: error: {tmp_path} is not a kernel source tree: it has no build.toml"
+    proc = run_cli("build", SAMPLE, "-o", tmp_path / "out", "--backend", "cuda", check=False)
+    assert proc.returncode == 1 and "cannot build cuda: torch 2.13.0+cpu is not a CUDA build" in proc.stderr
+    assert not (tmp_path / "out" / "build").exists() or not any((tmp_path / "out" / "build").iterdir())
+
+
+def test_compile_error_reports_compiler_output(tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    shutil.copytree(SAMPLE, broken)
+    (broken / "csrc" / "img2gray_cpu.cpp").write_text("this is not C++;\n")
+    proc = run_cli("build", broken, "-o", tmp_path / "out", check=False)
+    assert proc.returncode == 1
+    assert "error: compiling csrc/img2gray_cpu.cpp failed" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "out" / "build" / "torch213-cxx11-cpu-x86_64-linux").exists()
