@@ -19,8 +19,10 @@ make_venv() {  # make_venv DIR TORCH_SPEC EXTRAS
   echo "bootstrap: creating $dir ($torch)" >&2
   rm -rf "$dir"
   "$PY" -m venv "$dir"
-  "$dir/bin/python" -m pip install -q --upgrade pip
-  "$dir/bin/python" -m pip install -q "$torch" -e ".$extras"
+  # This machine's pip configuration lists local indexes that exist only in part;
+  # pip warns about each missing one. Those warnings are noise, not problems.
+  "$dir/bin/python" -m pip install -q --upgrade pip 2> >(grep -v "is ignored: it is neither" >&2)
+  "$dir/bin/python" -m pip install -q "$torch" -e ".$extras" 2> >(grep -v "is ignored: it is neither" >&2)
   stamp > "$dir/.kw-stamp"
 }
 

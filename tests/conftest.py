@@ -11,9 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import ROOT, SAMPLE
-
 
 ZIG = [sys.executable, "-m", "ziglang", "cc"]
 

@@ -19,6 +19,8 @@ CONTRACT = {
     "torch213-cxx11-xpu20260-x86_64-linux": (
         "img2gray-1.1.2+torch213xpu20260cxx11-cp39-abi3-manylinux_2_28_x86_64.whl",
         "torch==2.13.*"),
+    "torch210-cxx11-cann81-x86_64-linux": (  # CANN: not in the contract table, same rule
+        "img2gray-1.1.2+torch210cann81cxx11-cp39-abi3-manylinux_2_28_x86_64.whl", "torch==2.10.*"),
     "torch213-cxx11-cpu-aarch64-linux": (
         "img2gray-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_aarch64.whl", "torch==2.13.*"),
     "torch213-metal-aarch64-darwin": (

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -81,8 +82,9 @@ def tag_version(tag: str) -> Version | None:
         return None
 
 
-def pick_tag(request: VersionRequest, tags: list[str]) -> str:
-    """The tag an EXACT or RANGE request selects from ``tags``."""
+def pick_tag(request: VersionRequest, tags: list[str], branches: Sequence[str] = ()) -> str:
+    """The tag an EXACT or RANGE request selects from ``tags`` (``branches`` only
+    complete the error message)."""
     versions = {tag: v for tag in tags if (v := tag_version(tag)) is not None}
     if request.kind is RequestKind.EXACT:
         wanted = Version(request.text)
@@ -95,7 +97,8 @@ def pick_tag(request: VersionRequest, tags: list[str]) -> str:
         if matching:
             return max(matching)[1]
     raise RevisionNotFoundError(
-        f"version {request.text} not found; versions that exist: {describe_versions(tags)}"
+        f"version {request.text} not found; versions that exist: "
+        f"{describe_versions([*tags, *branches])}"
     )
 
 

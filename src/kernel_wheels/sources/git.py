@@ -94,7 +94,7 @@ class GitSource:
         if request is None:
             ref = "HEAD"
         elif request.kind in (RequestKind.EXACT, RequestKind.RANGE):
-            ref = pick_tag(request, tags)
+            ref = pick_tag(request, tags, branches)
         elif request.kind is RequestKind.MAJOR:
             ref = request.branch
             if ref not in branches:

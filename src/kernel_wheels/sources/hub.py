@@ -164,7 +164,7 @@ class HubSource:
         if request is None:
             ref = "main"
         elif request.kind in (RequestKind.EXACT, RequestKind.RANGE):
-            ref = pick_tag(request, list(tags))
+            ref = pick_tag(request, list(tags), list(branches))
         elif request.kind is RequestKind.MAJOR:
             ref = request.branch
             if ref not in branches:
