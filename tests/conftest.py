@@ -141,3 +141,50 @@ def matrix_folder(tmp_path_factory: pytest.TempPathFactory, cpu_build: Path,
     (root / "README.md").write_text("---\nlicense: apache-2.0\n---\n# img2gray\n\nTest matrix.\n")
     (root / "build" / "not-a-variant").mkdir()
     return root
+
+
+@pytest.fixture(scope="session")
+def bad_binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Real extension modules that break a promise, compiled here:
+    - plain: C++ with std::shared_ptr compiled the plain way (gcc 12, glibc 2.36), so it
+      references __libc_single_threaded@GLIBC_2.32;
+    - pybind11: a pybind11 module linked against libtorch_python (not limited API);
+    - api310: limited API 3.10 (uses PyModule_AddObjectRef, new in 3.10)."""
+    import sysconfig
+
+    import torch.utils.cpp_extension as cpp
+
+    out = tmp_path_factory.mktemp("bad-binaries")
+    python_include = sysconfig.get_paths()["include"]
+    (out / "plain.cpp").write_text(
+        "#include <memory>\n#include <Python.h>\n"
+        "std::shared_ptr<int> keep;\n"
+        'extern "C" PyObject* PyInit__plain_ext() {\n'
+        "  auto p = std::make_shared<int>(1); keep = p;\n"
+        '  static PyModuleDef m = {PyModuleDef_HEAD_INIT, "_plain_ext", nullptr, 0, nullptr};\n'
+        "  return PyModule_Create(&m);\n}\n")
+    (out / "pyb.cpp").write_text(
+        "#include <pybind11/pybind11.h>\n"
+        "PYBIND11_MODULE(_pyb_ext, m) { m.def(\"add\", [](int a, int b) { return a + b; }); }\n")
+    (out / "api310.c").write_text(
+        "#include <Python.h>\n"
+        'static PyModuleDef m = {PyModuleDef_HEAD_INIT, "_api310_ext", NULL, 0, NULL};\n'
+        "PyMODINIT_FUNC PyInit__api310_ext(void) {\n"
+        "  PyObject *mod = PyModule_Create(&m);\n"
+        '  PyModule_AddObjectRef(mod, "none", Py_None);\n  return mod;\n}\n')
+    torch_lib = cpp.library_paths()[0]
+    builds = {
+        "plain": ["g++", "-shared", "-fPIC", "-O2", "-DPy_LIMITED_API=0x03090000",
+                  f"-I{python_include}", "plain.cpp", "-o", "_plain_ext.abi3.so"],
+        "pybind11": ["g++", "-shared", "-fPIC", "-O1", "-std=c++17",
+                     *(f"-I{d}" for d in cpp.include_paths()), f"-I{python_include}", "pyb.cpp",
+                     "-o", "_pyb_ext.abi3.so", f"-L{torch_lib}", "-Wl,--no-as-needed",
+                     "-ltorch_python"],
+        "api310": ["gcc", "-shared", "-fPIC", "-O2", "-DPy_LIMITED_API=0x030A0000",
+                   f"-I{python_include}", "api310.c", "-o", "_api310_ext.abi3.so"],
+    }
+    result = {}
+    for key, cmd in builds.items():
+        subprocess.run(cmd, check=True, capture_output=True, cwd=out)
+        result[key] = out / cmd[cmd.index("-o") + 1]
+    return result
