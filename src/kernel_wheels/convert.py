@@ -23,7 +23,7 @@ from .layout import VariantLayout, read_layout
 from .plan import TagOptions, WheelPlan, plan_wheel
 from .revision import Revision
 from .selection import VariantFilter, select_variants
-from .sources import KernelSource
+from .sources import FetchedVariant, KernelSource
 from .variants import Variant
 from .versions import RequestKind, VersionRequest, wheel_version
 from .wheelmeta import (
@@ -154,11 +154,12 @@ class _Converter:
                     for name, text in texts.items()]
         return members
 
-    def convert_variant(self, variant: Variant, folder: Path) -> WheelResult:
+    def convert_variant(self, variant: Variant, fetched: FetchedVariant) -> WheelResult:
+        folder = fetched.path
         meta_path = folder / "metadata.json"
         meta = read_kernel_metadata(meta_path if meta_path.is_file() else None)
         kernel_name = meta.name or self.source.name
-        layout = read_layout(folder, kernel_name.replace("-", "_"))
+        layout = read_layout(folder, kernel_name.replace("-", "_"), fetched.link_root)
         plan = plan_wheel(variant, kernel_name, self.version, self.options.tags,
                           self.options.dist_name)
         warn = lambda message: self.progress(f"warning: {variant.name}: {message}")  # noqa: E731
@@ -221,6 +222,10 @@ def to_wheels(source: KernelSource, request: VersionRequest,
     if revision.commit:
         progress(f"{source.display}: {revision.requested} -> "
                  f"{revision.ref or revision.requested} at commit {revision.commit}")
+    if revision.commit and revision.commit_time is None and options.source_date_epoch is None \
+            and "SOURCE_DATE_EPOCH" not in os.environ:
+        progress("warning: the commit's time is unknown (offline and never converted online?): "
+                 "zip timestamps are 1980-01-01; set SOURCE_DATE_EPOCH for reproducible bytes")
     names = source.variant_names(revision)
     selection = select_variants(names, options.filters, source.display)
     for name, why in selection.not_variants:
@@ -230,7 +235,7 @@ def to_wheels(source: KernelSource, request: VersionRequest,
 
     with tempfile.TemporaryDirectory(prefix="kernel-wheels-") as work:
         folders = source.fetch(revision, [v.name for v in chosen], Path(work))
-        first_meta = folders[chosen[0].name] / "metadata.json"
+        first_meta = folders[chosen[0].name].path / "metadata.json"
         major = read_kernel_metadata(first_meta if first_meta.is_file() else None).version
         given = options.version
         if given is None and revision.commit is None and request.kind is not RequestKind.RANGE:

@@ -52,8 +52,9 @@ def is_lfs_pointer(path: Path) -> bool:
         return stream.read(len(LFS_POINTER_PREFIX)) == LFS_POINTER_PREFIX
 
 
-def read_layout(variant_dir: Path, module: str) -> VariantLayout:
-    """Classify a variant folder and list the files to pack, refusing LFS pointers."""
+def read_layout(variant_dir: Path, module: str, link_root: Path) -> VariantLayout:
+    """Classify a variant folder and list the files to pack, refusing LFS pointers and
+    symbolic links that lead outside ``link_root``."""
     if (variant_dir / "__init__.py").is_file():
         kind = "flat"
     elif (variant_dir / module / "__init__.py").is_file():
@@ -66,9 +67,9 @@ def read_layout(variant_dir: Path, module: str) -> VariantLayout:
             f"{module}/__init__.py{hint}")
     files = []
     for path in sorted(variant_dir.rglob("*")):
-        if path.is_symlink():
-            raise VariantError(f"{variant_dir.name}: {path.name} is a symbolic link; "
-                               "wheels cannot hold links")
+        if path.is_symlink() and not path.resolve().is_relative_to(link_root.resolve()):
+            raise VariantError(f"{variant_dir.name}/{path.relative_to(variant_dir)} is a symbolic "
+                               "link that leads outside the source; refusing to pack it")
         if not path.is_file():
             continue
         relpath = path.relative_to(variant_dir).as_posix()

@@ -6,12 +6,23 @@ this protocol, so a new kind of source never touches it."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from ..errors import UsageError
 from ..revision import Revision
 from ..versions import VersionRequest
+
+
+@dataclass(frozen=True)
+class FetchedVariant:
+    """A variant available as a local folder."""
+
+    path: Path
+    #: Symbolic links inside the variant are followed only when they resolve inside this
+    #: folder (the HF cache links snapshot files to its blobs); any other link is refused.
+    link_root: Path
 
 
 class KernelSource(Protocol):
@@ -29,7 +40,7 @@ class KernelSource(Protocol):
         """Names of the folders directly under ``build/`` at ``revision``."""
         ...
 
-    def fetch(self, revision: Revision, names: list[str], workdir: Path) -> dict[str, Path]:
+    def fetch(self, revision: Revision, names: list[str], workdir: Path) -> dict[str, FetchedVariant]:
         """Local folders holding the named variants (fetched into ``workdir`` if needed)."""
         ...
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from ..errors import SourceError, UsageError
 from ..revision import Revision
 from ..versions import RequestKind, VersionRequest
+from . import FetchedVariant
 
 
 class FolderSource:
@@ -36,8 +37,8 @@ class FolderSource:
             raise SourceError(f"{self.display} has no build/ folder and no variant folders")
         return names
 
-    def fetch(self, revision: Revision, names: list[str], workdir: Path) -> dict[str, Path]:
-        return {name: self.build_dir / name for name in names}
+    def fetch(self, revision: Revision, names: list[str], workdir: Path) -> dict[str, FetchedVariant]:
+        return {name: FetchedVariant(self.build_dir / name, self.root) for name in names}
 
     def card(self, revision: Revision) -> str | None:
         for name in ("README.md", "CARD.md"):

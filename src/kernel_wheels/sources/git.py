@@ -12,9 +12,11 @@ import subprocess
 import tarfile
 from pathlib import Path
 
+from ..cache import cache_dir
 from ..errors import RepoNotFoundError, RevisionNotFoundError, SourceError
 from ..revision import Revision
 from ..versions import RequestKind, VersionRequest, describe_versions, pick_tag
+from . import FetchedVariant
 
 
 def is_git_repository(path: Path) -> bool:
@@ -28,12 +30,6 @@ def is_git_repository(path: Path) -> bool:
     top = subprocess.run(["git", "-C", str(path), "rev-parse", "--show-toplevel"],
                          capture_output=True, text=True).stdout.strip()
     return not top or Path(top).resolve() == path.resolve()
-
-
-def _cache_root() -> Path:
-    base = os.environ.get("KERNEL_WHEELS_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "kernel-wheels")
-    return Path(base) / "git"
 
 
 class GitSource:
@@ -57,7 +53,7 @@ class GitSource:
 
     def _clone(self, url: str) -> Path:
         """A bare mirror in the cache; fetched again on every run to see new refs."""
-        target = _cache_root() / hashlib.sha256(url.encode()).hexdigest()[:16]
+        target = cache_dir("git") / hashlib.sha256(url.encode()).hexdigest()[:16]
         env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_LFS_SKIP_SMUDGE": "1"}
         if (target / "HEAD").exists():
             cmd = ["git", "-C", str(target), "fetch", "-q", "--prune", "--tags", "origin",
@@ -67,9 +63,11 @@ class GitSource:
             cmd = ["git", "clone", "-q", "--bare", url, str(target)]
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode != 0:
-            detail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-            if "not found" in detail.lower() or "does not appear" in detail.lower() \
-                    or "does not exist" in detail.lower():
+            lines = proc.stderr.strip().splitlines() or ["(no output)"]
+            detail = next((ln.removeprefix("fatal: ") for ln in lines if ln.startswith("fatal:")),
+                          lines[-1])
+            text = proc.stderr.lower()
+            if any(hint in text for hint in ("not found", "does not appear", "does not exist")):
                 raise RepoNotFoundError(f"git repository {url} not found: {detail}")
             raise SourceError(f"cannot clone {url}: {detail}")
         return target
@@ -122,7 +120,7 @@ class GitSource:
             raise SourceError(f"{self.display} has no build/ folder at {revision.commit[:12]}")
         return names
 
-    def fetch(self, revision: Revision, names: list[str], workdir: Path) -> dict[str, Path]:
+    def fetch(self, revision: Revision, names: list[str], workdir: Path) -> dict[str, FetchedVariant]:
         assert revision.commit is not None
         paths = [f"build/{name}" for name in names]
         proc = subprocess.Popen(
@@ -134,7 +132,7 @@ class GitSource:
         stderr = proc.stderr.read().decode() if proc.stderr else ""
         if proc.wait() != 0:
             raise SourceError(f"git archive failed in {self.display}: {stderr.strip()}")
-        return {name: workdir / "build" / name for name in names}
+        return {name: FetchedVariant(workdir / "build" / name, workdir) for name in names}
 
     def card(self, revision: Revision) -> str | None:
         for name in ("README.md", "CARD.md"):

@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..cache import read_commit_time, write_commit_time
 from ..errors import (
     AuthenticationError,
     NetworkError,
@@ -25,6 +26,7 @@ from ..errors import (
 )
 from ..revision import Revision
 from ..versions import RequestKind, VersionRequest, describe_versions, pick_tag
+from . import FetchedVariant
 
 T = TypeVar("T")
 REPO_TYPES = ("kernel", "model")
@@ -56,8 +58,11 @@ class HubSource:
         self.repo_type: str = self.repo_types[0]
 
     # -- error handling -----------------------------------------------------------
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
-        """Run a Hub call, retrying network failures, mapping errors to one clear line."""
+    def _call(self, what: str, fn: Callable[[], T],
+              missing: Callable[[], SourceError] | None = None) -> T:
+        """Run a Hub call, retrying network failures, mapping errors to one clear line.
+        ``missing`` makes the error for "not found" answers: Hub-compatible servers give
+        a missing repository, revision or file as 401, 404 or "entry not found"."""
         from huggingface_hub import errors
 
         delay = 0.5
@@ -68,11 +73,14 @@ class HubSource:
                 raise AuthenticationError(
                     f"{self.repo_id} is gated: accept its terms on the Hub, then set HF_TOKEN "
                     "to a token of that account") from None
-            except errors.RevisionNotFoundError:
-                raise RevisionNotFoundError(f"{what}: revision not found in {self.repo_id}") from None
-            except errors.RepositoryNotFoundError:
-                raise RepoNotFoundError(self._not_found()) from None
-            except errors.EntryNotFoundError:
+            except (errors.RevisionNotFoundError, errors.RepositoryNotFoundError,
+                    errors.EntryNotFoundError) as exc:
+                if missing is not None:
+                    raise missing() from None
+                if isinstance(exc, errors.RevisionNotFoundError):
+                    raise RevisionNotFoundError(f"{what}: revision not found in {self.repo_id}") from None
+                if isinstance(exc, errors.RepositoryNotFoundError):
+                    raise RepoNotFoundError(self._not_found()) from None
                 raise SourceError(f"{what}: not found in {self.repo_id}") from None
             except errors.OfflineModeIsEnabled:
                 raise SourceError(
@@ -129,7 +137,8 @@ class HubSource:
         for repo_type in self.repo_types:
             try:
                 refs: Any = self._call("listing refs", partial(
-                    self.api.list_repo_refs, self.repo_id, repo_type=repo_type))
+                    self.api.list_repo_refs, self.repo_id, repo_type=repo_type),
+                    missing=lambda: RepoNotFoundError(self._not_found()))
             except RepoNotFoundError as exc:
                 last = exc
                 continue
@@ -160,7 +169,16 @@ class HubSource:
                           f"({constants.HF_HUB_CACHE}); convert it once online first")
 
     def resolve(self, request: VersionRequest | None) -> Revision:
-        tags, branches = self._cached_refs() if self.offline else self._refs()
+        if not self.offline:
+            return self._resolve(request, *self._refs())
+        try:
+            return self._resolve(request, *self._cached_refs())
+        except RevisionNotFoundError as exc:
+            raise RevisionNotFoundError(f"HF_HUB_OFFLINE=1: {exc.message} (offline, only the versions "
+                                        "in the HF cache are known)") from None
+
+    def _resolve(self, request: VersionRequest | None, tags: dict[str, str],
+                 branches: dict[str, str]) -> Revision:
         if request is None:
             ref = "main"
         elif request.kind in (RequestKind.EXACT, RequestKind.RANGE):
@@ -188,17 +206,18 @@ class HubSource:
         if not re.fullmatch(r"[0-9a-f]{7,40}", ref):
             raise RevisionNotFoundError(f"revision '{ref}' not found in {self.repo_id}; versions "
                                         f"that exist: {describe_versions(known)}")
-        try:
-            info: Any = self._call("resolving the revision", lambda: self.api.repo_info(
-                self.repo_id, revision=ref, repo_type=self.repo_type))
-        except (RepoNotFoundError, RevisionNotFoundError):
-            # Hub-compatible servers answer a missing revision like a missing repo.
-            raise RevisionNotFoundError(
+        info: Any = self._call("resolving the revision", lambda: self.api.repo_info(
+            self.repo_id, revision=ref, repo_type=self.repo_type),
+            missing=lambda: RevisionNotFoundError(
                 f"revision '{ref}' not found in {self.repo_id}; versions that exist: "
-                f"{describe_versions(known)}") from None
+                f"{describe_versions(known)}"))
         return str(info.sha)
 
     def _commit_time(self, commit: str) -> int | None:
+        """The commit's time (zip timestamps, branch versions); remembered per commit so
+        that an offline conversion gives the same bytes as the online one."""
+        if (known := read_commit_time(commit)) is not None:
+            return known
         if self.offline:
             return None
         try:
@@ -207,7 +226,10 @@ class HubSource:
         except SourceError:
             return None
         modified = getattr(info, "last_modified", None)
-        return int(modified.timestamp()) if modified is not None else None
+        if modified is None:
+            return None
+        write_commit_time(commit, int(modified.timestamp()))
+        return int(modified.timestamp())
 
     def _web_url(self) -> str:
         prefix = {"model": "", "kernel": "kernels/"}.get(self.repo_type, f"{self.repo_type}s/")
@@ -223,7 +245,8 @@ class HubSource:
         else:
             entries: Any = self._call("listing build/", lambda: list(self.api.list_repo_tree(
                 self.repo_id, path_in_repo="build", revision=revision.commit,
-                repo_type=self.repo_type)))
+                repo_type=self.repo_type)), missing=lambda: SourceError(
+                    f"{self.repo_id} has no build/ folder at {revision.commit}"))
             names = sorted(e.path.split("/", 1)[1] for e in entries
                            if type(e).__name__ == "RepoFolder")
         if not names:
@@ -237,14 +260,20 @@ class HubSource:
         return Path(constants.HF_HUB_CACHE) / repo_folder_name(
             repo_id=self.repo_id, repo_type=self.repo_type) / "snapshots" / commit
 
-    def fetch(self, revision: Revision, names: list[str], workdir: Path) -> dict[str, Path]:
+    def fetch(self, revision: Revision, names: list[str], workdir: Path) -> dict[str, FetchedVariant]:
         from huggingface_hub import snapshot_download
 
         patterns = [f"build/{name}/*" for name in names]
+        # By ref name when there is one, so that the HF cache records the ref and an
+        # offline run (HF_HUB_OFFLINE=1) can resolve it; the commit is then verified.
+        wanted = revision.ref if revision.ref and revision.ref != revision.commit else revision.commit
         root: Any = self._call("downloading variants", lambda: snapshot_download(
-            self.repo_id, repo_type=self.repo_type, revision=revision.commit,
-            allow_patterns=patterns))
-        return {name: Path(root) / "build" / name for name in names}
+            self.repo_id, repo_type=self.repo_type, revision=wanted, allow_patterns=patterns))
+        if Path(root).name != revision.commit:
+            raise SourceError(f"{self.repo_id}: {revision.ref} moved from {revision.commit} to "
+                              f"{Path(root).name} while converting; run again")
+        repo_cache = Path(root).parent.parent  # <cache>/<type>s--org--name/snapshots/<sha>
+        return {name: FetchedVariant(Path(root) / "build" / name, repo_cache) for name in names}
 
     def card(self, revision: Revision) -> str | None:
         from huggingface_hub import hf_hub_download

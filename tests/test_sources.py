@@ -1,0 +1,368 @@
+"""Sources and versions: a real Hub-compatible server (olah) on 127.0.0.1 through
+huggingface_hub, local git repositories and git URLs, the HF cache, offline mode,
+and the errors users hit."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import zipfile
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from helpers import read_member, run_cli
+
+CPU = "torch213-cxx11-cpu-x86_64-linux"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Olah:
+    def __init__(self, root: Path, port: int, process: subprocess.Popen[bytes], log: Path) -> None:
+        self.root, self.port, self.process, self.log = root, port, process, log
+        self.endpoint = f"http://127.0.0.1:{port}"
+
+    def requests(self) -> int:
+        """Every request served so far."""
+        return sum(' HTTP/1.1"' in line for line in self.log.read_text().splitlines())
+
+    def downloads(self) -> int:
+        """File downloads (resolve requests) served so far."""
+        return sum('"GET ' in line and "/resolve/" in line for line in self.log.read_text().splitlines())
+
+
+@pytest.fixture(scope="session")
+def olah(kernel_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Olah]:
+    """olah in offline mode serving local git repos: drbh/img2gray as kernel and model
+    repo, drbh/img2gray-model as model repo only, drbh/no-build without build/."""
+    root = tmp_path_factory.mktemp("olah")
+    repos = root / "mirror"
+    shutil.copytree(kernel_repo, repos / "kernels" / "drbh" / "img2gray")
+    shutil.copytree(kernel_repo, repos / "models" / "drbh" / "img2gray")
+    shutil.copytree(kernel_repo, repos / "models" / "drbh" / "img2gray-model")
+    empty = repos / "models" / "drbh" / "no-build"
+    empty.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(empty)], check=True)
+    (empty / "README.md").write_text("# nothing built\n")
+    subprocess.run(["git", "-C", str(empty), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(empty), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-qm", "x"], check=True)
+    subprocess.run(["git", "-C", str(empty), "tag", "v1.0.0"], check=True)
+    port = free_port()
+    config = root / "olah.toml"
+    config.write_text(f"""
+[basic]
+host = "127.0.0.1"
+port = {port}
+repos-path = "{root / 'cache'}"
+hf-scheme = "https"
+hf-netloc = "huggingface.co"
+hf-lfs-netloc = "cdn-lfs.huggingface.co"
+mirror-scheme = "http"
+mirror-netloc = "127.0.0.1:{port}"
+mirror-lfs-netloc = "127.0.0.1:{port}"
+mirrors-path = ["{repos}"]
+
+[accessibility]
+offline = true
+""")
+    log = root / "olah.log"
+    olah_cli = Path(sys.executable).parent / "olah-cli"
+    with log.open("wb") as out:
+        process = subprocess.Popen([str(olah_cli), "-c", str(config)], stdout=out,
+                                   stderr=subprocess.STDOUT, cwd=root)
+    server = Olah(root, port, process, log)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # GET / answers 500 on olah: probe an API path
+            try:
+                url = f"{server.endpoint}/api/models/drbh/img2gray/revision/main"
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"olah did not start:\n{log.read_text()[-2000:]}")
+            time.sleep(0.3)
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+@pytest.fixture
+def hub_env(olah: Olah, tmp_path: Path) -> dict[str, str]:
+    """A fresh HF cache and kernel-wheels cache per test, pointed at olah."""
+    return {"HF_ENDPOINT": olah.endpoint, "HF_HOME": str(tmp_path / "hf-home"),
+            "KERNEL_WHEELS_CACHE": str(tmp_path / "kw-cache"), "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+
+
+def git_commit(repo: Path, ref: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "rev-parse", f"{ref}^{{commit}}"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def convert(source: str, *args: str, env: dict[str, str], out: Path) -> dict:  # type: ignore[type-arg]
+    proc = run_cli("to-wheel", source, *args, "-o", out, "--json", env=env)
+    return json.loads(proc.stdout)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("repo_type", ["kernel", "model"])
+@pytest.mark.parametrize("request_args, ref, version", [
+    (["1.1.2"], "v1.1.2", "1.1.2"),
+    (["v1.1.1"], "v1.1.1", "1.1.1"),
+    ([">=1.1,<1.1.2"], "v1.1.1", "1.1.1"),
+    ([">=1,<2"], "v1.1.2", "1.1.2"),
+    (["1"], "v1", "1.20260103.0"),
+])
+def test_hub_versions(olah: Olah, kernel_repo: Path, hub_env: dict[str, str], tmp_path: Path,
+                      repo_type: str, request_args: list[str], ref: str, version: str) -> None:
+    result = convert("drbh/img2gray", *request_args, "--repo-type", repo_type, "--variant", "*cpu*",
+                     env=hub_env, out=tmp_path / "out")
+    commit = git_commit(kernel_repo, ref)
+    assert result["revision"]["commit"] == commit and result["revision"]["ref"] == ref
+    assert result["version"] == version
+    wheel = Path(result["wheels"][0]["path"])
+    assert wheel.name == f"img2gray-{version}+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
+    provenance = json.loads(read_member(wheel, "kernel_wheels.json"))
+    assert provenance["commit"] == commit and provenance["source"] == "drbh/img2gray"
+    url_type = "kernels/" if repo_type == "kernel" else ""
+    assert f"Project-URL: Source, {olah.endpoint}/{url_type}drbh/img2gray/tree/{commit}" in \
+        read_member(wheel, "METADATA")
+
+
+def test_hub_by_commit_sha_prints_the_pin(olah: Olah, kernel_repo: Path, hub_env: dict[str, str],
+                                          tmp_path: Path) -> None:
+    commit = git_commit(kernel_repo, "v1.1.1")
+    proc = run_cli("to-wheel", "drbh/img2gray", "--revision", commit[:10], "-o", tmp_path,
+                   "--variant", "*cpu*", env=hub_env)
+    assert f"at commit {commit}" in proc.stderr
+    # a bare commit has no version tag: the major from metadata.json, the commit's time
+    assert "☸ img2gray-1.20260101.0+torch213cpucxx11-" in proc.stderr
+    named = run_cli("to-wheel", "drbh/img2gray", "1.1.1", "--revision", commit, "-o", tmp_path / "n",
+                    "--variant", "*cpu*", env=hub_env)
+    assert "☸ img2gray-1.1.1+torch213cpucxx11-" in named.stderr
+
+
+def test_major_branch_later_commit_sorts_higher(olah: Olah, hub_env: dict[str, str], tmp_path: Path) -> None:
+    from packaging.version import Version
+
+    branch = convert("drbh/img2gray", "1", "--variant", "*cpu*", env=hub_env, out=tmp_path)["version"]
+    first_commit = convert("drbh/img2gray", "--revision", "v1.1.1", "--variant", "*cpu*",
+                           env=hub_env, out=tmp_path)["version"]
+    assert Version(branch) > Version("1.1.2") and Version(first_commit) == Version("1.1.1")
+
+
+def test_kernel_type_first_then_model(olah: Olah, hub_env: dict[str, str], tmp_path: Path) -> None:
+    both = convert("drbh/img2gray", "1.1.2", "--variant", "*cpu*", env=hub_env, out=tmp_path / "a")
+    assert "/kernels/drbh/img2gray/tree/" in read_member(Path(both["wheels"][0]["path"]), "METADATA")
+    model_only = convert("drbh/img2gray-model", "1.1.2", "--variant", "*cpu*", env=hub_env,
+                         out=tmp_path / "b")
+    metadata = read_member(Path(model_only["wheels"][0]["path"]), "METADATA")
+    assert f"{hub_env['HF_ENDPOINT']}/drbh/img2gray-model/tree/" in metadata
+
+
+def _blob_bytes(hf_home: Path) -> int:
+    return sum(p.stat().st_size for p in hf_home.rglob("blobs/*") if p.is_file())
+
+
+def test_one_variant_downloads_only_that_variant_then_nothing(olah: Olah, build_output: Path,
+                                                               hub_env: dict[str, str], tmp_path: Path) -> None:
+    variant_bytes = sum(p.stat().st_size for p in (build_output / "build" / CPU).rglob("*") if p.is_file())
+    before = olah.downloads()
+    first = convert("drbh/img2gray", "1.1.2", "--variant", CPU, env=hub_env, out=tmp_path / "a")
+    downloaded = _blob_bytes(Path(hub_env["HF_HOME"]))
+    ratio = downloaded / variant_bytes
+    print(f"downloaded {downloaded} bytes for a {variant_bytes}-byte variant: {ratio:.3f}x")
+    assert ratio <= 1.05, ratio  # the other variant (the CUDA one, 3x larger) was not fetched
+    served = olah.downloads() - before
+    assert served == 6  # the variant's 5 files and README.md
+    again = convert("drbh/img2gray", "1.1.2", "--variant", CPU, env=hub_env, out=tmp_path / "b")
+    assert olah.downloads() - before == served  # the second run downloaded nothing
+    assert _blob_bytes(Path(hub_env["HF_HOME"])) == downloaded
+    assert first["wheels"][0]["sha256"] == again["wheels"][0]["sha256"]
+
+
+def test_offline_from_cache(olah: Olah, hub_env: dict[str, str], tmp_path: Path) -> None:
+    online = convert("drbh/img2gray", "1.1.2", "--variant", CPU, env=hub_env, out=tmp_path / "a")
+    branch = convert("drbh/img2gray", "1", "--variant", CPU, env=hub_env, out=tmp_path / "c")
+    offline_env = {**hub_env, "HF_HUB_OFFLINE": "1"}  # same endpoint: it is in Project-URL
+    before = olah.requests()
+    offline = convert("drbh/img2gray", "1.1.2", "--variant", CPU, env=offline_env, out=tmp_path / "b")
+    assert offline["wheels"][0]["sha256"] == online["wheels"][0]["sha256"]  # same bytes
+    ranged = convert("drbh/img2gray", ">=1.1,<2", "--variant", CPU, env=offline_env, out=tmp_path / "d")
+    assert ranged["revision"]["ref"] == "v1.1.2"
+    major = convert("drbh/img2gray", "1", "--variant", CPU, env=offline_env, out=tmp_path / "e")
+    assert major["version"] == branch["version"]
+    assert olah.requests() == before  # not one request reached the server
+    missing = run_cli("to-wheel", "drbh/img2gray", "1.1.1", "-o", tmp_path / "f", env=offline_env, check=False)
+    assert missing.returncode == 1
+    assert "HF_HUB_OFFLINE=1" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_variants_command(olah: Olah, hub_env: dict[str, str], kernel_repo: Path) -> None:
+    proc = run_cli("variants", "drbh/img2gray", "--revision", "v1.1.2", "--json", env=hub_env)
+    listed = json.loads(proc.stdout)
+    assert listed["revision"]["commit"] == git_commit(kernel_repo, "v1.1.2")
+    cuda = next(v for v in listed["variants"] if v["backend"] == "cuda")
+    assert cuda == {"name": "torch214-cxx11-cu130-x86_64-linux", "framework": "torch",
+                    "framework_version": "2.14", "cxx_abi": "cxx11", "backend": "cuda",
+                    "backend_tag": "cu130", "backend_version": "13.0", "cpu_arch": "x86_64",
+                    "os": "linux", "noarch": False}
+    table = run_cli("variants", str(kernel_repo), "--revision", "v1").stdout
+    assert table.splitlines()[0].split() == ["variant", "framework", "version", "backend", "cxx", "arch", "os"]
+    rows = [line.split() for line in table.splitlines()[1:]]
+    assert ["torch213-cxx11-cpu-x86_64-linux", "torch", "2.13", "cpu", "cxx11", "x86_64", "linux"] in rows
+    assert ["torch214-cxx11-cu130-x86_64-linux", "torch", "2.14", "cuda", "13.0", "cxx11", "x86_64", "linux"] in rows
+
+
+def test_hub_errors(olah: Olah, hub_env: dict[str, str], tmp_path: Path) -> None:
+    def error(*args: str, env: dict[str, str] = hub_env) -> str:
+        proc = run_cli("to-wheel", *args, "-o", tmp_path, env=env, check=False)
+        assert proc.returncode == 1, proc.stderr
+        assert "Traceback" not in proc.stderr
+        return proc.stderr.strip().splitlines()[-1]
+
+    assert error("drbh/nope", "1.0.0") == (
+        f"kernel-wheels: error: repository drbh/nope not found on {olah.endpoint} (as kernel or model "
+        "repo); if it is private or gated, set HF_TOKEN")
+    assert error("drbh/img2gray", "3.0.0") == (
+        "kernel-wheels: error: version 3.0.0 not found; versions that exist: 1.1.1, 1.1.2, 1 (branch v1)")
+    assert error("drbh/img2gray", "2").startswith(
+        "kernel-wheels: error: major version 2 not found (no branch v2 in drbh/img2gray); versions that exist: 1.1.1")
+    assert error("drbh/img2gray", "--revision", "no-such-branch").startswith(
+        "kernel-wheels: error: revision 'no-such-branch' not found in drbh/img2gray; versions that exist:")
+    assert error("drbh/no-build", "1.0.0") == (
+        "kernel-wheels: error: drbh/no-build has no build/ folder at "
+        + subprocess.run(["git", "-C", str(olah.root / "mirror/models/drbh/no-build"), "rev-parse", "HEAD"],
+                         capture_output=True, text=True).stdout.strip())
+    assert error("drbh/img2gray", "1.1.2", "--backend", "rocm") == (
+        "kernel-wheels: error: the filters select no variant in drbh/img2gray; variants that exist: "
+        "torch213-cxx11-cpu-x86_64-linux, torch214-cxx11-cu130-x86_64-linux")
+    assert list(tmp_path.glob("*.whl")) == []
+
+
+def test_hub_unreachable_after_retries(hub_env: dict[str, str], tmp_path: Path) -> None:
+    env = {**hub_env, "HF_ENDPOINT": f"http://127.0.0.1:{free_port()}"}
+    started = time.monotonic()
+    proc = run_cli("to-wheel", "drbh/img2gray", "1.1.2", "-o", tmp_path, env=env, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().startswith(f"kernel-wheels: error: cannot reach the Hub at {env['HF_ENDPOINT']} after 3 tries")
+    assert time.monotonic() - started < 30
+
+
+class HubErrorStandIn(BaseHTTPRequestHandler):
+    """A stand-in for the Hub's answers that olah cannot give: gated repositories and
+    rejected tokens (status codes and X-Error-Code headers as the Hub sends them)."""
+
+    def do_GET(self) -> None:  # noqa: N802
+        if "gated" in self.path:
+            self.send_response(403)
+            self.send_header("X-Error-Code", "GatedRepo")
+            self.send_header("X-Error-Message", "Access to model acme/gated is restricted.")
+        else:
+            self.send_response(401)
+            self.send_header("X-Error-Message", "Invalid credentials in Authorization header")
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'{"error": "denied"}')
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def error_server() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), HubErrorStandIn)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_authentication_errors_mention_hf_token_never_print_it(error_server: str, hub_env: dict[str, str],
+                                                               tmp_path: Path) -> None:
+    secret = "hf_kwTestSecretValue1234567890"
+    env = {**hub_env, "HF_ENDPOINT": error_server, "HF_TOKEN": secret}
+    denied = run_cli("to-wheel", "acme/private", "1.0.0", "-o", tmp_path, env=env, check=False)
+    assert denied.returncode == 1
+    assert "the token in HF_TOKEN (not shown) lacks access" in denied.stderr
+    gated = run_cli("to-wheel", "acme/gated", "1.0.0", "-o", tmp_path, env=env, check=False)
+    assert gated.returncode == 1
+    assert "acme/gated is gated: accept its terms on the Hub, then set HF_TOKEN" in gated.stderr
+    no_token = run_cli("to-wheel", "acme/private", "1.0.0", "-o", tmp_path,
+                       env={**env, "HF_TOKEN": ""}, check=False)
+    assert "needs authentication (HTTP 401): set HF_TOKEN" in no_token.stderr
+    for proc in (denied, gated, no_token):
+        assert secret not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+
+
+# -- git sources ----------------------------------------------------------------------
+@pytest.mark.parametrize("as_url", [False, True])
+def test_git_repo_versions(kernel_repo: Path, tmp_path: Path, as_url: bool) -> None:
+    source = f"file://{kernel_repo}" if as_url else str(kernel_repo)
+    env = {"KERNEL_WHEELS_CACHE": str(tmp_path / "cache")}
+    for args, ref in ((["1.1.2"], "v1.1.2"), ([">=1.0,<1.1.2"], "v1.1.1"), (["1"], "v1"),
+                      (["--revision", git_commit(kernel_repo, "v1.1.1")], None)):
+        result = json.loads(run_cli("to-wheel", source, *args, "-o", tmp_path / "out", "--json",
+                                    "--variant", "*cpu*", env=env).stdout)
+        assert result["revision"]["commit"] == git_commit(kernel_repo, ref or "v1.1.1")
+    if as_url:
+        assert any((tmp_path / "cache" / "git").iterdir())  # a bare mirror, reused next time
+
+
+def test_git_url_not_found(tmp_path: Path) -> None:
+    proc = run_cli("to-wheel", f"file://{tmp_path}/missing.git", "1.0", check=False,
+                   env={"KERNEL_WHEELS_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(f"kernel-wheels: error: git repository file://{tmp_path}/missing.git not found")
+
+
+def test_lfs_pointer_is_refused(kernel_repo: Path, tmp_path: Path) -> None:
+    repo = tmp_path / "img2gray"
+    shutil.copytree(kernel_repo, repo)
+    so = next((repo / "build" / CPU).glob("*.so"))
+    so.write_text("version https://git-lfs.github.com/spec/v1\n"
+                  "oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\n"
+                  "size 51234\n")
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit",
+                    "-qam", "LFS pointer"], check=True)
+    subprocess.run(["git", "-C", str(repo), "tag", "v1.1.3"], check=True)
+    proc = run_cli("to-wheel", repo, "1.1.3", "-o", tmp_path / "out", "--variant", "*cpu*", check=False)
+    assert proc.returncode == 1
+    assert f"{CPU}/{so.name} is a git-LFS pointer, not the file itself" in proc.stderr
+    assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
+
+
+def test_wheel_from_hub_installs_like_from_git(olah: Olah, kernel_repo: Path, hub_env: dict[str, str],
+                                              tmp_path: Path) -> None:
+    """The source does not change the wheel's package content."""
+    hub = convert("drbh/img2gray", "1.1.2", "--variant", CPU, env=hub_env, out=tmp_path / "hub")
+    git = json.loads(run_cli("to-wheel", kernel_repo, "1.1.2", "--variant", CPU, "-o", tmp_path / "git",
+                             "--json").stdout)
+    with zipfile.ZipFile(hub["wheels"][0]["path"]) as a, zipfile.ZipFile(git["wheels"][0]["path"]) as b:
+        package = [n for n in a.namelist() if n.startswith("img2gray/")]
+        assert package == [n for n in b.namelist() if n.startswith("img2gray/")]
+        assert all(a.read(n) == b.read(n) for n in package)
+    assert os.path.basename(hub["wheels"][0]["path"]) == os.path.basename(git["wheels"][0]["path"])
