@@ -1,17 +1,21 @@
 """kernel-wheels: Hub kernels as validated, reproducible wheels."""
 __version__ = "0.1.0"
 
-# The typed Python API (the CLI is a thin layer over these).
-from .checks import CheckReport, check_wheel  # noqa: E402
-from .convert import ConversionResult, ConvertOptions, WheelResult, to_wheels  # noqa: E402
-from .plan import TagOptions  # noqa: E402
-from .selection import VariantFilter  # noqa: E402
-from .sources import KernelSource, open_source  # noqa: E402
-from .variants import Variant, parse_variant  # noqa: E402
-from .versions import VersionRequest, parse_request  # noqa: E402
+# The typed Python API (the CLI is a thin layer over these). Imported on first use, so
+# that `kernel-wheels build` on a machine with torch needs none of the checkers' libraries.
+_API = {
+    "CheckReport": "checks", "check_wheel": "checks",
+    "ConversionResult": "convert", "ConvertOptions": "convert", "WheelResult": "convert",
+    "to_wheels": "convert", "TagOptions": "plan", "VariantFilter": "selection",
+    "KernelSource": "sources", "open_source": "sources", "Variant": "variants",
+    "parse_variant": "variants", "VersionRequest": "versions", "parse_request": "versions",
+}
+__all__ = sorted(_API)
 
-__all__ = [
-    "CheckReport", "ConversionResult", "ConvertOptions", "KernelSource", "TagOptions", "Variant",
-    "VariantFilter", "VersionRequest", "WheelResult", "check_wheel", "open_source",
-    "parse_request", "parse_variant", "to_wheels",
-]
+
+def __getattr__(name: str) -> object:
+    if name in _API:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_API[name]}", __name__), name)
+    raise AttributeError(f"module 'kernel_wheels' has no attribute {name!r}")
