@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from helpers import ROOT, SAMPLE
 
 ZIG = [sys.executable, "-m", "ziglang", "cc"]
@@ -149,7 +150,9 @@ def bad_binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     - plain: C++ with std::shared_ptr compiled the plain way (gcc 12, glibc 2.36), so it
       references __libc_single_threaded@GLIBC_2.32;
     - pybind11: a pybind11 module linked against libtorch_python (not limited API);
-    - api310: limited API 3.10 (uses PyModule_AddObjectRef, new in 3.10)."""
+    - api310: limited API 3.10 (uses PyModule_AddObjectRef, new in 3.10);
+    - rpath: an RPATH pointing outside the wheel;
+    - noinit: an extension module file without its PyInit_<name> (its $ORIGIN RPATH is fine)."""
     import sysconfig
 
     import torch.utils.cpp_extension as cpp
@@ -172,6 +175,11 @@ def bad_binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "PyMODINIT_FUNC PyInit__api310_ext(void) {\n"
         "  PyObject *mod = PyModule_Create(&m);\n"
         '  PyModule_AddObjectRef(mod, "none", Py_None);\n  return mod;\n}\n')
+    (out / "clean.c").write_text(
+        "#include <Python.h>\n"
+        'static PyModuleDef m = {PyModuleDef_HEAD_INIT, "_rpath_ext", NULL, 0, NULL};\n'
+        "PyMODINIT_FUNC PyInit__rpath_ext(void) { return PyModule_Create(&m); }\n"
+        "int not_an_init(void) { return 1; }\n")
     torch_lib = cpp.library_paths()[0]
     builds = {
         "plain": ["g++", "-shared", "-fPIC", "-O2", "-DPy_LIMITED_API=0x03090000",
@@ -182,6 +190,13 @@ def bad_binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                      "-ltorch_python"],
         "api310": ["gcc", "-shared", "-fPIC", "-O2", "-DPy_LIMITED_API=0x030A0000",
                    f"-I{python_include}", "api310.c", "-o", "_api310_ext.abi3.so"],
+        # RPATH to a build machine's folder (outside the wheel)
+        "rpath": ["gcc", "-shared", "-fPIC", "-DPy_LIMITED_API=0x03090000", f"-I{python_include}",
+                  "clean.c", "-o", "_rpath_ext.abi3.so", "-Wl,-rpath,/opt/build/lib",
+                  "-Wl,--disable-new-dtags"],
+        # the same code as an extension named _noinit: no PyInit__noinit
+        "noinit": ["gcc", "-shared", "-fPIC", "-DPy_LIMITED_API=0x03090000", f"-I{python_include}",
+                   "clean.c", "-o", "_noinit.abi3.so", "-Wl,-rpath,$ORIGIN/../img2gray.libs"],
     }
     result = {}
     for key, cmd in builds.items():

@@ -235,3 +235,16 @@ def test_check_usage_errors(tmp_path: Path) -> None:
     junk.write_bytes(b"not a zip")
     proc = run_cli("check", junk, check=False)
     assert proc.returncode == 1 and "unreadable wheel" in proc.stdout and "Traceback" not in proc.stderr
+
+
+def test_rpath_outside_the_wheel_fails(bad_binaries: dict[str, Path], tmp_path: Path) -> None:
+    code, out = check_cli(wheel_of(bad_binaries["rpath"], tmp_path))
+    assert code == 1
+    assert "img2gray/_rpath_ext.abi3.so has RPATH/RUNPATH /opt/build/lib, which points outside the wheel" in out
+
+
+def test_extension_without_pyinit_fails(bad_binaries: dict[str, Path], tmp_path: Path) -> None:
+    code, out = check_cli(wheel_of(bad_binaries["noinit"], tmp_path))
+    assert code == 1
+    assert "img2gray/_noinit.abi3.so is an extension module without PyInit__noinit" in out
+    assert "RPATH" not in out  # $ORIGIN/../img2gray.libs stays inside the wheel

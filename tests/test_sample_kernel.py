@@ -13,8 +13,8 @@ from types import ModuleType
 
 import pytest
 from elftools.elf.elffile import ELFFile
-from helpers import SAMPLE, reference_gray, run_cli
 
+from helpers import SAMPLE, reference_gray, run_cli
 from kernel_wheels.checks.elf import read_elf
 
 torch = pytest.importorskip("torch")  # the test venv always has torch 2.13.0

@@ -15,12 +15,13 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import MATRIX
-from helpers import UV, make_venv, read_member, run_cli, torch_wheel
 from packaging.metadata import Metadata
 from packaging.utils import parse_wheel_filename
-from test_variants import CONTRACT
 from wheel.wheelfile import WheelFile
+
+from conftest import MATRIX
+from helpers import UV, make_venv, read_member, run_cli, torch_wheel
+from test_variants import CONTRACT
 
 CPU_WHEEL = "img2gray-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
 CUDA_WHEEL = "img2gray-1.1.2+torch214cu130cxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
