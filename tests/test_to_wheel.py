@@ -323,3 +323,11 @@ def test_python_api(kernel_repo: Path, tmp_path: Path) -> None:
     assert [w.path.name for w in result.wheels] == [CPU_WHEEL]
     assert result.revision.ref == "v1.1.2" and result.version == "1.1.2"
     assert result.wheels[0].check is not None and result.wheels[0].check.passed
+
+
+def test_unwritable_output_is_one_line(kernel_repo: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    proc = run_cli("to-wheel", kernel_repo, "1.1.2", "-o", blocker / "wheels", check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == f"kernel-wheels: error: Not a directory: {blocker / 'wheels'}"

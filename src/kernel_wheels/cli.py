@@ -251,6 +251,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in rest:  # compiler output after a build error
             _stderr(f"  {line}")
         return exc.exit_code
+    except OSError as exc:  # the file system said no: a full disk, a read-only folder...
+        where = f": {exc.filename}" if exc.filename else ""
+        _stderr(f"{PROG}: error: {exc.strerror or exc}{where}")
+        return 1
     except KeyboardInterrupt:
         _stderr(f"{PROG}: interrupted")
         return 130

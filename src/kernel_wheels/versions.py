@@ -102,6 +102,23 @@ def pick_tag(request: VersionRequest, tags: list[str], branches: Sequence[str] =
     )
 
 
+def ref_for_request(request: VersionRequest | None, tags: Sequence[str], branches: Sequence[str],
+                    *, default: str, where: str) -> str:
+    """The ref a request names, given a source's tags and branches: a tag for a version
+    or range, the branch ``vN`` for a major version, the text itself for a revision."""
+    if request is None:
+        return default
+    if request.kind in (RequestKind.EXACT, RequestKind.RANGE):
+        return pick_tag(request, list(tags), branches)
+    if request.kind is RequestKind.MAJOR:
+        if request.branch not in branches:
+            raise RevisionNotFoundError(
+                f"major version {request.text} not found (no branch {request.branch} in {where}); "
+                f"versions that exist: {describe_versions([*tags, *branches])}")
+        return request.branch
+    return request.text
+
+
 def describe_versions(refs: list[str]) -> str:
     releases = sorted((v, t) for t in refs if (v := tag_version(t)) is not None)
     majors = sorted({r for r in refs if re.fullmatch(r"v\d+", r)}, key=lambda r: int(r[1:]))

@@ -9,16 +9,24 @@ from __future__ import annotations
 import shutil
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from .abi3 import check_abi3
 from .contents import check_metadata_and_wheel, check_record, is_binary_name, parse_filename
 from .digests import check_digests, read_provenance
 from .elf import check_structure, is_elf, manylinux_findings, read_elf
-from .foreign import check_macho, check_pe, is_macho, is_pe
+from .foreign import MACHO_MAGICS, check_macho, check_pe
 from .report import CheckReport, Finding, Status
 
 __all__ = ["CheckReport", "Finding", "Status", "check_wheel"]
+
+
+# magic bytes -> (check name, platform tag prefix, description, checker)
+_FOREIGN: dict[bytes, tuple[str, str, str, Callable[[Path, str, str], list[Finding]]]] = {
+    **{magic: ("macho", "macosx_", "a macOS binary", check_macho) for magic in MACHO_MAGICS},
+    b"MZ": ("pe", "win", "a Windows binary", check_pe),
+}
 
 
 def _platform_arch(platform: str) -> str | None:
@@ -70,24 +78,15 @@ def check_wheel(path: Path, *, filename: str | None = None) -> CheckReport:
                                             f"{', '.join(platforms)}"))
                 for arch in [_platform_arch(p) for p in linux] or [None]:
                     findings += check_structure(info, arch)
-            elif is_macho(head):
+            elif (kind := _FOREIGN.get(head[:2]) or _FOREIGN.get(head[:4])) is not None:
                 foreign = True
-                mac = [p for p in platforms if p.startswith("macosx_")]
-                if not mac:
-                    findings.append(Finding("macho", Status.FAIL,
-                                            f"{arcname} is a macOS binary in a wheel for "
-                                            f"{', '.join(platforms)}"))
-                for platform in mac:
-                    findings += check_macho(target, arcname, platform)
-            elif is_pe(head):
-                foreign = True
-                win = [p for p in platforms if p.startswith("win")]
-                if not win:
-                    findings.append(Finding("pe", Status.FAIL,
-                                            f"{arcname} is a Windows binary in a wheel for "
-                                            f"{', '.join(platforms)}"))
-                for platform in win:
-                    findings += check_pe(target, arcname, platform)
+                check, prefix, what, checker = kind
+                matching = [p for p in platforms if p.startswith(prefix)]
+                if not matching:
+                    findings.append(Finding(check, Status.FAIL, f"{arcname} is {what} in a wheel "
+                                                                f"for {', '.join(platforms)}"))
+                for platform in matching:
+                    findings += checker(target, arcname, platform)
             else:
                 findings.append(Finding("binary", Status.FAIL,
                                         f"{arcname} is not an ELF, Mach-O or PE binary"))

@@ -17,14 +17,6 @@ LC_VERSION_MIN_MACOSX = 0x24
 LC_BUILD_VERSION = 0x32
 
 
-def is_macho(head: bytes) -> bool:
-    return head[:4] in MACHO_MAGICS
-
-
-def is_pe(head: bytes) -> bool:
-    return head[:2] == b"MZ"
-
-
 def _version(packed: int) -> tuple[int, int]:
     return packed >> 16, (packed >> 8) & 0xFF
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..cache import cache_dir
 from ..errors import RepoNotFoundError, RevisionNotFoundError, SourceError
 from ..revision import Revision
-from ..versions import RequestKind, VersionRequest, describe_versions, pick_tag
+from ..versions import VersionRequest, describe_versions, ref_for_request
 from . import FetchedVariant
 
 
@@ -89,18 +89,7 @@ class GitSource:
     # -- KernelSource -------------------------------------------------------------
     def resolve(self, request: VersionRequest | None) -> Revision:
         tags, branches = self._refs()
-        if request is None:
-            ref = "HEAD"
-        elif request.kind in (RequestKind.EXACT, RequestKind.RANGE):
-            ref = pick_tag(request, tags, branches)
-        elif request.kind is RequestKind.MAJOR:
-            ref = request.branch
-            if ref not in branches:
-                raise RevisionNotFoundError(
-                    f"major version {request.text} not found (no branch {ref}); "
-                    f"versions that exist: {describe_versions(tags + branches)}")
-        else:
-            ref = request.text
+        ref = ref_for_request(request, tags, branches, default="HEAD", where=self.display)
         commit = self._commit(ref)
         if commit is None:
             raise RevisionNotFoundError(

@@ -25,7 +25,7 @@ from ..errors import (
     SourceError,
 )
 from ..revision import Revision
-from ..versions import RequestKind, VersionRequest, describe_versions, pick_tag
+from ..versions import VersionRequest, describe_versions, ref_for_request
 from . import FetchedVariant
 
 T = TypeVar("T")
@@ -179,18 +179,7 @@ class HubSource:
 
     def _resolve(self, request: VersionRequest | None, tags: dict[str, str],
                  branches: dict[str, str]) -> Revision:
-        if request is None:
-            ref = "main"
-        elif request.kind in (RequestKind.EXACT, RequestKind.RANGE):
-            ref = pick_tag(request, list(tags), list(branches))
-        elif request.kind is RequestKind.MAJOR:
-            ref = request.branch
-            if ref not in branches:
-                raise RevisionNotFoundError(
-                    f"major version {request.text} not found (no branch {ref} in {self.repo_id}); "
-                    f"versions that exist: {describe_versions([*tags, *branches])}")
-        else:
-            ref = request.text
+        ref = ref_for_request(request, list(tags), list(branches), default="main", where=self.repo_id)
         commit = tags.get(ref) or branches.get(ref)
         if commit is None:
             commit = self._commit_of(ref, [*tags, *branches])
