@@ -29,7 +29,6 @@ class VariantLayout:
     kind: str  # "flat" or "legacy"
     module: str
     files: tuple[PackedFile, ...]
-    metadata_json: Path | None
 
 
 def wheel_arcname(relpath: str, kind: str, module: str) -> str | None:
@@ -81,6 +80,4 @@ def read_layout(variant_dir: Path, module: str, link_root: Path) -> VariantLayou
                 f"{variant_dir.name}/{relpath} is a git-LFS pointer, not the file itself "
                 "(fetch LFS objects: git lfs pull, or use the Hub source)")
         files.append(PackedFile(path, relpath, arcname))
-    metadata = variant_dir / "metadata.json"
-    return VariantLayout(kind, module, tuple(files),
-                         metadata if metadata.is_file() else None)
+    return VariantLayout(kind, module, tuple(files))

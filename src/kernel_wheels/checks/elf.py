@@ -122,8 +122,7 @@ def check_structure(info: ElfInfo, tag_arch: str | None) -> list[Finding]:
     return findings
 
 
-def offending_symbols(infos: list[ElfInfo], symbol_versions: dict[str, frozenset[str]],
-                      excluded: list[str]) -> list[str]:
+def offending_symbols(infos: list[ElfInfo], symbol_versions: dict[str, frozenset[str]]) -> list[str]:
     """``GLIBC_2.32: __libc_single_threaded in pkg/x.so`` for symbols above a policy."""
     lines = []
     for info in infos:
@@ -173,7 +172,7 @@ def manylinux_findings(wheel: Path, infos: list[ElfInfo],
             findings.append(Finding("manylinux", Status.FAIL, f"unknown manylinux tag {tag}"))
             continue
         if wanted.priority > honest.priority:
-            symbols = offending_symbols(infos, wanted.symbol_versions, excluded)
+            symbols = offending_symbols(infos, wanted.symbol_versions)
             detail = "; ".join(symbols[:8]) + (f"; and {len(symbols) - 8} more"
                                                if len(symbols) > 8 else "")
             findings.append(Finding(
