@@ -23,8 +23,6 @@ class KernelMetadata:
     python_depends: tuple[str, ...] = ()
     backend: str | None = None
     archs: tuple[str, ...] = ()
-    digest_algorithm: str | None = None
-    digest: dict[str, str] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
 
 
@@ -46,7 +44,6 @@ def read_kernel_metadata(path: Path | None) -> KernelMetadata:
     if not isinstance(depends, list) or not all(isinstance(d, str) for d in depends):
         raise MetadataError(f"{path.parent.name}/metadata.json: python-depends must be a list")
     backend: dict[str, Any] = raw["backend"] if isinstance(raw.get("backend"), dict) else {}
-    digest: dict[str, Any] = raw["digest"] if isinstance(raw.get("digest"), dict) else {}
     version = raw.get("version")
     return KernelMetadata(
         name=text("name"),
@@ -58,8 +55,6 @@ def read_kernel_metadata(path: Path | None) -> KernelMetadata:
         python_depends=tuple(depends),
         backend=backend.get("type"),
         archs=tuple(str(a) for a in backend.get("archs") or ()),
-        digest_algorithm=digest.get("algorithm"),
-        digest=dict(digest.get("files") or {}),
         raw=raw,
     )
 

@@ -74,11 +74,6 @@ def read_elf(path: Path, arcname: str) -> ElfInfo:
                        frozenset(defined), tuple(imports))
 
 
-def is_elf(path: Path) -> bool:
-    with path.open("rb") as stream:
-        return stream.read(4) == ELF_MAGIC
-
-
 def extension_module_name(arcname: str) -> str | None:
     """``pkg/_ops_x.abi3.so`` -> ``_ops_x``; None for plain shared libraries."""
     base = arcname.rsplit("/", 1)[-1]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -29,7 +29,6 @@ class CheckReport:
     findings: tuple[Finding, ...]
     #: The lowest manylinux tag the wheel's ELF binaries honestly meet, if it has any.
     honest_manylinux: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
