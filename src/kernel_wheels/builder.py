@@ -1,46 +1,102 @@
 """``kernel-wheels build``: compile a kernel-builder source tree for the running torch
-and write the Hub layout (``OUT/build/<variant>/``, flat form plus the compatibility
-sub-package, ``metadata.json`` with digests).
+and write the Hub layout (``OUT/build/<variant>/``), the way kernel-builder builds it,
+without Nix.
 
-The compilers are driven directly (paths from ``torch.utils.cpp_extension``) rather
-than through ``cpp_extension.BuildExtension``, because that links libtorch_python and
-pybind11 glue and forces the 3.10 limited API; Hub kernels need none of those.
+Read top to bottom: read and check ``build.toml`` and the sources -> decide, per
+backend, what can be built here -> for each backend independently: resolve its
+dependencies and CUDA capabilities, compile (in parallel, unchanged files from the
+object cache, failing fast), link (newer libstdc++ parts statically), check the
+extension, write the variant. A backend that fails is reported and the others still
+build. The pieces live in :mod:`kernel_wheels.building`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import json
 import os
-import shutil
-import subprocess
+import signal
 import tempfile
+import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from importlib import resources
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
-from .buildtoml import DEFAULT_CUDA_CAPABILITIES, BuildConfig, KernelComponent, read_build_toml
-from .digest import digest_folder
+from .building import depends, object_cache
+from .building.cache_paths import work_root
+from .building.compile_env import BackendEnvironment
+from .building.config import BuildConfig, read_build_toml, version_tuple
+from .building.cuda_archs import plan_archs
+from .building.extension_check import check_extension, imports_of
+from .building.scheduler import compile_units, compiler_id, run_tool
+from .building.source_checks import check_sources
+from .building.symbol_versions import describe, link_within_policy
+from .building.toolchain import (
+    CudaToolkit,
+    TorchEnv,
+    cxx_compiler,
+    detect_torch,
+    find_cuda_toolkit,
+    math_library_include_dirs,
+)
+from .building.variant import write_variant
 from .errors import BuildError
-from .torchenv import CudaToolkit, TorchEnv, detect_torch, find_cuda_toolkit
-
-# Python 3.9's limited API: the oldest the Hub kernels promise (cp39-abi3).
-PY_LIMITED_API = "0x03090000"
-COMPILED_SUFFIXES = {".c", ".cc", ".cpp", ".cxx", ".cu"}
 
 Log = Callable[[str], None]
+Status = Literal["built", "failed", "skipped"]
+
+#: backends kernel-wheels compiles (the others are noarch-only here)
+COMPILED_BACKENDS = ("cpu", "cuda")
 
 
 @dataclass(frozen=True)
-class BuiltVariant:
+class BuildOptions:
+    backends: tuple[str, ...] = ()  # empty: every backend build.toml lists
+    jobs: int | None = None  # compilers at once; None: every core
+    cuda_archs: tuple[str, ...] = ()  # narrow the CUDA capabilities (else TORCH_CUDA_ARCH_LIST)
+    #: Keep the binaries within manylinux_2_28 (link newer libstdc++ parts statically,
+    #: bind moved glibc functions to their old versions, fail on the rest). False builds
+    #: for this machine's glibc only: convert with `to-wheel --manylinux-version auto`.
+    manylinux: bool = True
+
+
+@dataclass(frozen=True)
+class BackendResult:
     backend: str
-    variant: str
-    path: Path
-    extension_name: str
-    seconds: float
+    status: Status
+    variant: str | None = None
+    path: Path | None = None
+    extension_name: str | None = None
+    seconds: float = 0.0
+    message: str = ""  # why it failed or was skipped (compiler output on later lines)
+
+
+#: What build_kernel returns for each built variant (the name scripts know).
+BuiltVariant = BackendResult
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    kernel: str
+    results: tuple[BackendResult, ...] = field(default_factory=tuple)
+
+    @property
+    def built(self) -> tuple[BackendResult, ...]:
+        return tuple(r for r in self.results if r.status == "built")
+
+    @property
+    def failed(self) -> tuple[BackendResult, ...]:
+        return tuple(r for r in self.results if r.status == "failed")
+
+    def nothing_built(self) -> str:
+        """The error when every backend was skipped, with the reasons."""
+        by_reason: dict[str, list[str]] = {}
+        for result in self.results:
+            by_reason.setdefault(result.message, []).append(result.backend)
+        reasons = "; ".join(f"{', '.join(b)}: {m}" for m, b in by_reason.items())
+        return f"nothing to build for {self.kernel} in this environment ({reasons})"
 
 
 def source_hash(config: BuildConfig) -> str:
@@ -52,249 +108,289 @@ def source_hash(config: BuildConfig) -> str:
     return digest.hexdigest()[:7]
 
 
-def _support_dir() -> Path:
-    return Path(str(resources.files("kernel_wheels").joinpath("build_support")))
+# --- what each backend is, here -------------------------------------------------------
 
 
-def _cuda_gencode(capabilities: tuple[str, ...]) -> list[str]:
-    flags = []
-    for cap in capabilities or DEFAULT_CUDA_CAPABILITIES:
-        number = cap.removesuffix("+PTX").replace(".", "")
-        code = f"[sm_{number},compute_{number}]" if cap.endswith("+PTX") else f"sm_{number}"
-        flags.append(f"-gencode=arch=compute_{number},code={code}")
-    return flags
+@dataclass(frozen=True)
+class _Plan:
+    backend: str
+    kind: Literal["compiled", "noarch"]
+    stable_abi: str | None = None
+    cuda: CudaToolkit | None = None
 
 
-def _run(cmd: list[str], what: str) -> None:
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-25:])
-        raise BuildError(f"{what} failed (exit {proc.returncode}):\n{tail}")
+class _Environment:
+    """The torch and CUDA toolkit of this machine, looked up once and only if needed."""
+
+    def __init__(self) -> None:
+        self._torch: TorchEnv | None = None
+
+    @property
+    def torch(self) -> TorchEnv:
+        if self._torch is None:
+            self._torch = detect_torch()
+        return self._torch
 
 
-class _BackendBuild:
-    """Compile and link one backend's extension module."""
-
-    def __init__(self, config: BuildConfig, env: TorchEnv, backend: str,
-                 cuda: CudaToolkit | None, ext_name: str, workdir: Path) -> None:
-        self.config, self.env, self.backend, self.cuda = config, env, backend, cuda
-        self.ext_name, self.workdir = ext_name, workdir
-
-    def _common_flags(self, component: KernelComponent | None) -> list[str]:
-        root = self.config.root
-        flags = [
-            f"-DTORCH_EXTENSION_NAME={self.ext_name}",
-            f"-D{self.backend.upper()}_KERNEL",
-            f"-DPy_LIMITED_API={PY_LIMITED_API}",
-            f"-D_GLIBCXX_USE_CXX11_ABI={int(self.env.cxx11_abi)}",
-            # First on the path: registration.h and the sys/single_threaded.h shim.
-            f"-I{_support_dir()}",
-            f"-I{root / 'torch-ext'}",
-            f"-I{root}",
-        ]
-        if component is not None:
-            flags += [f"-I{root / inc}" for inc in component.include]
-        flags += [f"-I{d}" for d in self.env.include_dirs]
-        if self.cuda is not None:
-            flags.append(f"-I{self.cuda.include_dir}")
-        flags.append(f"-I{self.env.python_include}")
-        return flags
-
-    def _std(self) -> str:
-        # torch 2.10 and later headers need C++20; older ones build with C++17.
-        return "-std=c++20" if self.env.major_minor >= (2, 10) else "-std=c++17"
-
-    def compile_command(self, src: Path, obj: Path, component: KernelComponent | None) -> list[str]:
-        common = self._common_flags(component)
-        if src.suffix == ".cu":
-            assert self.cuda is not None and component is not None
-            return [
-                str(self.cuda.nvcc), self._std(), "-O3", "-c", str(src), "-o", str(obj),
-                "-Xcompiler=-fPIC,-fvisibility=hidden,-g0", "-Wno-deprecated-gpu-targets",
-                *_cuda_gencode(component.cuda_capabilities), *common, *component.cuda_flags,
-            ]
-        extra = component.cxx_flags if component is not None else ()
-        return [
-            os.environ.get("CXX", "g++"), self._std(), "-O3", "-fPIC", "-g0",
-            "-fvisibility=hidden", "-c", str(src), "-o", str(obj), *common, *extra,
-        ]
-
-    def link_command(self, objects: list[Path], output: Path) -> list[str]:
-        libs = [f"-L{d}" for d in self.env.library_dirs] + ["-lc10", "-ltorch", "-ltorch_cpu"]
-        if self.backend == "cuda":
-            assert self.cuda is not None
-            if not self.cuda.library_dirs:
-                raise BuildError(f"no libcudart.so next to {self.cuda.nvcc}")
-            libs += ["-lc10_cuda", "-ltorch_cuda", *(f"-L{d}" for d in self.cuda.library_dirs),
-                     "-lcudart"]
-        # No -rpath: the libraries come from the torch already loaded in the process.
-        # --as-needed drops libraries nothing references (libtorch_python never enters).
-        return [
-            os.environ.get("CXX", "g++"), "-shared", "-o", str(output), *map(str, objects),
-            "-Wl,--as-needed", "-Wl,-O1", "-Wl,--strip-debug", *libs,
-        ]
-
-    def jobs(self) -> list[tuple[Path, KernelComponent | None]]:
-        root = self.config.root
-        units: list[tuple[Path, KernelComponent | None]] = [
-            (root / s, None) for s in self.config.torch_src
-        ]
-        for component in self.config.components(self.backend):
-            units += [(root / s, component) for s in component.src]
-        return [(src, comp) for src, comp in units if src.suffix in COMPILED_SUFFIXES]
-
-    def run(self, max_workers: int) -> Path:
-        units = self.jobs()
-        objects = [self.workdir / f"{i:03d}_{src.name}.o" for i, (src, _) in enumerate(units)]
-        commands = [self.compile_command(src, obj, comp)
-                    for (src, comp), obj in zip(units, objects, strict=True)]
-        with ThreadPoolExecutor(max_workers=max_workers) as pool:
-            futures = [pool.submit(_run, cmd, f"compiling {src.relative_to(self.config.root)}")
-                       for cmd, (src, _) in zip(commands, units, strict=True)]
-            for future in futures:
-                future.result()
-        output = self.workdir / f"{self.ext_name}.abi3.so"
-        _run(self.link_command(objects, output), f"linking {output.name}")
-        return output
+def _why_not_compiled(config: BuildConfig, backend: str, env: _Environment) -> str | None:
+    """None when this machine can compile ``backend``; else the reason."""
+    if config.framework.kind == "tvm-ffi":
+        return ("tvm-ffi kernels are not built by kernel-wheels: it compiles torch extensions "
+                "only (use kernel-builder for [tvm-ffi] kernels)")
+    if backend not in COMPILED_BACKENDS:
+        return (f"compiling {backend} kernels needs the {backend} toolchain, which kernel-wheels "
+                "build does not drive (it compiles cpu and cuda kernels)")
+    torch = env.torch
+    if backend == "cuda":
+        toolkit = find_cuda_toolkit()
+        if torch.cuda_version is None:
+            return f"torch {torch.torch_version} is not a CUDA build"
+        if toolkit is None:
+            return "no nvcc found (set CUDA_HOME or put nvcc on PATH)"
+        if toolkit.version.split(".")[0] != torch.cuda_version.split(".")[0]:
+            return (f"nvcc is CUDA {toolkit.version} but torch was built with CUDA "
+                    f"{torch.cuda_version}: point CUDA_HOME at a CUDA "
+                    f"{torch.cuda_version.split('.')[0]} toolkit")
+        bounds = config.backend_general("cuda")
+        low = bounds.minver or "11.8"
+        high = bounds.maxver
+        if version_tuple(toolkit.version) < version_tuple(low) or (
+                high is not None and version_tuple(toolkit.version) > version_tuple(high)):
+            return (f"[general.cuda] allows CUDA {low} to {high or 'any newer'}; this nvcc is "
+                    f"CUDA {toolkit.version}")
+    stable = config.framework.stable_abi.get(backend)
+    if stable is not None and torch.major_minor < version_tuple(stable)[:2]:
+        return (f"[torch] stable-abi targets torch {stable} for {backend}, newer than this torch "
+                f"{torch.torch_version}")
+    return None
 
 
-def _ops_py(ext_name: str) -> str:
-    return (
-        "import torch\n\n"
-        f"from . import {ext_name}\n\n"
-        f"ops = torch.ops.{ext_name}\n\n\n"
-        "def add_op_namespace_prefix(op_name: str) -> str:\n"
-        '    """Prefix an op name with this build\'s unique ops namespace."""\n'
-        f'    return f"{ext_name}::{{op_name}}"\n'
-    )
+def _check_torch_bounds(config: BuildConfig, torch: TorchEnv) -> None:
+    framework = config.framework
+    running = torch.major_minor
+    if framework.minver and running < version_tuple(framework.minver)[:2]:
+        raise BuildError(f"[torch] minver is {framework.minver}: this torch "
+                         f"{torch.torch_version} is too old for {config.name}")
+    if framework.maxver and running > (version_tuple(framework.maxver) + (0,))[:2]:
+        raise BuildError(f"[torch] maxver is {framework.maxver}: this torch "
+                         f"{torch.torch_version} is too new for {config.name}")
 
 
-COMPAT_INIT = '''\
-# Compatibility sub-package of a flat kernel build: loaders that expect the legacy
-# layout (build/<variant>/<module>/__init__.py) import this, and get the flat package
-# one folder up, loaded as a package so that its relative imports work.
-import importlib.util
-import sys
-from pathlib import Path
-
-_flat = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location(
-    __name__, _flat / "__init__.py", submodule_search_locations=[str(_flat)]
-)
-_module = importlib.util.module_from_spec(_spec)
-sys.modules[__name__] = _module
-_spec.loader.exec_module(_module)
-'''
-
-
-def write_variant(config: BuildConfig, variant_dir: Path, ext_name: str,
-                  extension: Path | None, backend: str, archs: list[str] | None) -> None:
-    """Write one variant folder (flat layout) atomically: build beside, then rename."""
-    variant_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{variant_dir.name}.", dir=variant_dir.parent))
-    try:
-        package = config.root / "torch-ext" / config.module_name
-        if not (package / "__init__.py").is_file():
-            raise BuildError(f"{package}/__init__.py is missing: the kernel has no Python package")
-        shutil.copytree(package, staging, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        (staging / "_ops.py").write_text(_ops_py(ext_name))
-        if extension is not None:
-            shutil.copy2(extension, staging / extension.name)
-        compat = staging / config.module_name
-        compat.mkdir()
-        (compat / "__init__.py").write_text(COMPAT_INIT)
-        metadata: dict[str, object] = {"name": config.name, "id": ext_name}
-        if config.version is not None:
-            metadata["version"] = config.version
-        if config.license:
-            metadata["license"] = config.license
-        if config.upstream:
-            metadata["upstream"] = config.upstream
-        metadata["python-depends"] = list(config.python_depends)
-        backend_info: dict[str, object] = {"type": backend}
-        if archs:
-            backend_info["archs"] = archs
-        metadata["backend"] = backend_info
-        metadata["digest"] = {"algorithm": "sha256", "files": digest_folder(staging)}
-        (staging / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
-        for path in staging.rglob("*"):
-            path.chmod(0o755 if path.is_dir() or path.suffix == ".so" else 0o644)
-        staging.chmod(0o755)
-        if variant_dir.exists():
-            shutil.rmtree(variant_dir)
-        staging.rename(variant_dir)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
-
-
-def buildable_backends(config: BuildConfig, env: TorchEnv,
-                       cuda: CudaToolkit | None) -> tuple[list[str], dict[str, str]]:
-    """The backends this environment can build, and why the others are skipped."""
-    chosen, skipped = [], {}
-    for backend in config.backends:
-        if backend == "cpu":
-            chosen.append(backend)
-        elif backend == "cuda":
-            if env.cuda_version is None:
-                skipped[backend] = f"torch {env.torch_version} is not a CUDA build"
-            elif cuda is None:
-                skipped[backend] = "no nvcc found (set CUDA_HOME or put nvcc on PATH)"
+def _plans(config: BuildConfig, requested: tuple[str, ...], env: _Environment,
+           log: Log) -> list[_Plan | BackendResult]:
+    explicit = bool(requested)
+    backends = requested or config.backends
+    unknown = [b for b in backends if b not in config.backends]
+    if unknown:
+        raise BuildError(f"{config.name} has no backend {', '.join(unknown)} "
+                         f"(build.toml lists {', '.join(config.backends)})")
+    plans: list[_Plan | BackendResult] = []
+    for backend in backends:
+        if config.noarch or not config.components(backend):
+            # kernel-builder: a backend without compiled components is a noarch package
+            plans.append(_Plan(backend, "noarch"))
+            continue
+        why = _why_not_compiled(config, backend, env)
+        if why is not None:
+            status: Status = "failed" if explicit else "skipped"
+            if explicit:
+                why = f"cannot build {backend}: {why}"
             else:
-                chosen.append(backend)
-        else:
-            skipped[backend] = f"building {backend} kernels is not supported on this machine"
-    return chosen, skipped
+                log(f"skipping backend {backend}: {why}")
+            plans.append(BackendResult(backend, status, message=why))
+            continue
+        plans.append(_Plan(backend, "compiled", config.framework.stable_abi.get(backend),
+                           find_cuda_toolkit() if backend == "cuda" else None))
+    if any(isinstance(p, _Plan) and p.kind == "compiled" for p in plans):
+        _check_torch_bounds(config, env.torch)
+    return plans
+
+
+# --- one compiled backend --------------------------------------------------------------
+
+
+def _environment(config: BuildConfig, plan: _Plan, torch: TorchEnv, ext_name: str,
+                 options: BuildOptions, jobs: int, log: Log) -> BackendEnvironment:
+    components = config.components(plan.backend)
+    where: dict[str, str] = {}
+    for component in components:
+        for dependency in component.depends:
+            where.setdefault(dependency, component.where)
+    resolved = depends.resolve(tuple(where), plan.backend, where, log)
+    dependency_includes = tuple(d for r in resolved for d in r.include_dirs)
+    cuda = plan.cuda
+    component_archs: list[tuple[str, tuple[str, ...]]] = []
+    threads = 1
+    if cuda is not None:
+        archs = plan_archs(cuda.default_archs(), cuda.supported_archs, options.cuda_archs)
+        component_archs.append(("", tuple(archs.default)))
+        for component in components:
+            chosen = archs.for_component(component.where, component.cuda_capabilities, cuda.version)
+            component_archs.append((component.id, tuple(chosen)))
+            threads = max(threads, len(chosen))
+        threads = max(1, min(threads, jobs))
+    return BackendEnvironment(
+        config=config, backend=plan.backend, torch=torch, cxx=cxx_compiler(), ext_name=ext_name,
+        cuda=cuda, stable_abi=plan.stable_abi, dependency_includes=dependency_includes,
+        math_includes=math_library_include_dirs(cuda, torch) if cuda else (),
+        component_archs=tuple(component_archs), nvcc_threads=threads,
+        host_compiler=os.environ.get("CXX"))
+
+
+def _drop_too_new_components(config: BuildConfig, cuda: CudaToolkit, log: Log) -> BuildConfig:
+    """kernel-builder leaves out a CUDA component whose cuda-minver this toolkit misses."""
+    kept = []
+    for component in config.kernels:
+        if (component.backend == "cuda" and component.cuda_minver
+                and version_tuple(cuda.version) < version_tuple(component.cuda_minver)):
+            log(f"cuda: {component.where} needs CUDA {component.cuda_minver}; left out with "
+                f"CUDA {cuda.version}")
+            continue
+        kept.append(component)
+    if len(kept) == len(config.kernels):
+        return config
+    from dataclasses import replace
+    return replace(config, kernels=tuple(kept))
+
+
+def _link_command(env: BackendEnvironment, objects: list[Path], output: Path,
+                  extra: list[str]) -> list[str]:
+    libs = [f"-L{d}" for d in env.torch.library_dirs] + ["-lc10", "-ltorch", "-ltorch_cpu"]
+    if env.cuda is not None:
+        if not env.cuda.library_dirs:
+            raise BuildError(f"no libcudart.so next to {env.cuda.nvcc}")
+        libs += ["-lc10_cuda", "-ltorch_cuda", *(f"-L{d}" for d in env.cuda.library_dirs),
+                 "-lcudart"]
+    # Only PyInit_<name> is exported: also nothing of the libstdc++ parts linked in.
+    exports = output.parent / "exports.map"
+    exports.write_text(f"{{ global: PyInit_{env.ext_name}; local: *; }};\n")
+    # No -rpath: the libraries come from the torch already loaded in the process.
+    # --as-needed drops libraries nothing references (libtorch_python never enters).
+    return [env.cxx, "-shared", "-o", str(output), *map(str, objects), *extra,
+            f"-Wl,--version-script={exports}", "-Wl,--as-needed", "-Wl,-O1", "-Wl,--strip-debug",
+            *libs]
+
+
+def _compile_backend(config: BuildConfig, plan: _Plan, torch: TorchEnv, out_dir: Path,
+                     build_id: str, options: BuildOptions, jobs: int, work: Path,
+                     log: Log) -> BackendResult:
+    started = time.monotonic()
+    backend = plan.backend
+    if plan.cuda is not None:
+        config = _drop_too_new_components(config, plan.cuda, log)
+    ext_name = f"_{config.module_name}_{backend}_{build_id}"
+    tag = torch.cuda_tag if backend == "cuda" else backend
+    assert tag is not None
+    variant = torch.variant_name(tag, plan.stable_abi)
+    log(f"{backend}: building {variant} ({ext_name})")
+    env = _environment(config, plan, torch, ext_name, options, jobs, log)
+    units = env.units()
+    ids = {"cxx": compiler_id(env.cxx)}
+    if env.cuda is not None:
+        ids["cuda"] = compiler_id(str(env.cuda.nvcc)) + "\n" + ids["cxx"]
+    objects = compile_units(units, work, jobs, ids, log, label=backend)
+    output = work / f"{ext_name}.abi3.so"
+    if options.manylinux:
+        fixes = link_within_policy(
+            lambda extra: run_tool(_link_command(env, objects, output, extra),
+                                   f"linking {output.name}", work),
+            lambda: imports_of(output), env.cxx, work)
+        for line in describe(fixes):
+            log(f"  {backend}: {line}")
+    else:
+        run_tool(_link_command(env, objects, output, []), f"linking {output.name}", work)
+        log(f"  {backend}: linked for this machine's glibc (--no-manylinux)")
+    check_extension(output, ext_name, policy=options.manylinux)
+    archs = None
+    if env.cuda is not None:
+        archs = [a for cid, chosen in env.component_archs if cid for a in chosen]
+    target = out_dir / "build" / variant
+    write_variant(config, target, backend, ext_name, output, archs, build_id)
+    seconds = time.monotonic() - started
+    log(f"{backend}: built {target} in {seconds:.1f} s")
+    return BackendResult(backend, "built", variant, target, ext_name, seconds)
+
+
+def _noarch_backend(config: BuildConfig, backend: str, out_dir: Path, build_id: str,
+                    log: Log) -> BackendResult:
+    started = time.monotonic()
+    variant = f"torch-{backend}"
+    ext_name = f"_{config.module_name}_{backend}_{build_id}"
+    archs = None
+    if config.noarch and backend == "cuda":
+        archs = list(config.framework.cuda_capabilities or []) or None
+    elif config.noarch and backend == "rocm":
+        archs = list(config.framework.rocm_archs or []) or None
+    target = out_dir / "build" / variant
+    write_variant(config, target, backend, ext_name, None, archs, build_id)
+    seconds = time.monotonic() - started
+    log(f"{backend}: built {target} (noarch) in {seconds:.1f} s")
+    return BackendResult(backend, "built", variant, target, ext_name, seconds)
+
+
+# --- the whole build -------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a killed CI job, ``kill``) unwinds like Ctrl-C, so that every ``finally``
+    runs: compilers stopped, work folder and half-written variants removed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def build(source_dir: Path, out_dir: Path, options: BuildOptions = BuildOptions(),
+          log: Log = lambda _: None) -> BuildReport:
+    """Build every backend of ``source_dir`` (or those asked for) into
+    ``out_dir/build/<variant>/``. Errors in the tree itself raise :class:`BuildError`;
+    a backend that fails to compile is reported in the result and the others go on."""
+    config = read_build_toml(source_dir.resolve())
+    check_sources(config)
+    build_id = source_hash(config)
+    env = _Environment()
+    plans = _plans(config, options.backends, env, log)
+    jobs = max(1, options.jobs or len(os.sched_getaffinity(0)))
+    results: list[BackendResult] = []
+    with _terminate_as_interrupt(), work_root() as root:
+        for plan in plans:
+            if isinstance(plan, BackendResult):
+                results.append(plan)
+                continue
+            try:
+                if plan.kind == "noarch":
+                    results.append(_noarch_backend(config, plan.backend, out_dir, build_id, log))
+                    continue
+                with tempfile.TemporaryDirectory(prefix=f"{plan.backend}-", dir=root) as work:
+                    results.append(_compile_backend(config, plan, env.torch, out_dir, build_id,
+                                                    options, jobs, Path(work), log))
+            except BuildError as exc:
+                log(f"{plan.backend}: failed: {exc.message.splitlines()[0]}")
+                results.append(BackendResult(plan.backend, "failed", message=exc.message))
+    object_cache.prune()
+    return BuildReport(config.name, tuple(results))
 
 
 def build_kernel(source_dir: Path, out_dir: Path, *, backends: list[str] | None = None,
-                 jobs: int | None = None, log: Log = lambda _: None) -> list[BuiltVariant]:
-    """Build every buildable (or every requested) backend of ``source_dir`` into
-    ``out_dir/build/<variant>/``."""
-    config = read_build_toml(source_dir.resolve())
-    if config.noarch:
-        raise BuildError("build.toml has [torch-noarch]: pure-Python kernels need no build")
-    env = detect_torch()
-    cuda = find_cuda_toolkit() if env.cuda_version else None
-    possible, skipped = buildable_backends(config, env, cuda)
-    if backends:
-        unknown = [b for b in backends if b not in config.backends]
-        if unknown:
-            raise BuildError(f"{config.name} has no backend {', '.join(unknown)} "
-                             f"(build.toml lists {', '.join(config.backends)})")
-        for backend in backends:
-            if backend in skipped:
-                raise BuildError(f"cannot build {backend}: {skipped[backend]}")
-        possible = [b for b in possible if b in backends]
-    else:
-        for backend, why in skipped.items():
-            log(f"skipping backend {backend}: {why}")
-    if not possible:
-        raise BuildError(f"nothing to build for {config.name} in this environment")
-    if cuda and env.cuda_version and cuda.version.split(".")[0] != env.cuda_version.split(".")[0]:
-        log(f"warning: nvcc is CUDA {cuda.version} but torch was built with CUDA {env.cuda_version}")
+                 jobs: int | None = None, log: Log = lambda _: None) -> list[BackendResult]:
+    """:func:`build`, raising :class:`BuildError` if any backend failed; returns the
+    built variants."""
+    report = build(source_dir, out_dir, BuildOptions(tuple(backends or ()), jobs), log)
+    if report.failed:
+        raise BuildError(report.failed[0].message)
+    if not report.built:
+        raise BuildError(report.nothing_built())
+    return list(report.built)
 
-    digest = source_hash(config)
-    results = []
-    for backend in possible:
-        started = time.monotonic()
-        ext_name = f"_{config.module_name}_{backend}_{digest}"
-        tag = env.cuda_tag if backend == "cuda" else backend
-        assert tag is not None
-        variant = env.variant_name(tag)
-        log(f"building {variant} ({ext_name})")
-        archs = None
-        if backend == "cuda":
-            caps = {c for k in config.components("cuda") for c in k.cuda_capabilities}
-            archs = sorted(caps or DEFAULT_CUDA_CAPABILITIES)
-        with tempfile.TemporaryDirectory(prefix="kernel-wheels-build-") as work:
-            build = _BackendBuild(config, env, backend, cuda if backend == "cuda" else None,
-                                  ext_name, Path(work))
-            extension = build.run(jobs or os.cpu_count() or 1)
-            target = out_dir / "build" / variant
-            write_variant(config, target, ext_name, extension, backend, archs)
-        seconds = time.monotonic() - started
-        log(f"built {target} in {seconds:.1f} s")
-        results.append(BuiltVariant(backend, variant, target, ext_name, seconds))
-    return results
+
+__all__ = ["BackendResult", "BuildOptions", "BuildReport", "BuiltVariant", "build", "build_kernel",
+           "source_hash"]

@@ -1,0 +1,12 @@
+"""The pieces of ``kernel-wheels build`` (the pipeline itself is :mod:`kernel_wheels.builder`):
+
+- :mod:`.config` reads ``build.toml`` (every key checked against ``data/build_toml.json``);
+- :mod:`.source_checks` checks the package layout and Python op registrations;
+- :mod:`.toolchain` finds torch, the C++ compiler and the CUDA toolkit;
+- :mod:`.cuda_archs` decides each CUDA component's capabilities;
+- :mod:`.depends` provides C++ dependencies such as CUTLASS;
+- :mod:`.compile_env` writes the compiler command lines;
+- :mod:`.scheduler` runs them in parallel, with :mod:`.object_cache` for unchanged files;
+- :mod:`.symbol_versions` and :mod:`.extension_check` keep the linked extension within manylinux_2_28;
+- :mod:`.variant` writes the variant folder; :mod:`.cache_paths` owns the work folder.
+"""

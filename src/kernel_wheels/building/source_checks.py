@@ -1,0 +1,70 @@
+"""Checks kernel-builder runs on a kernel's sources before building, done the same way:
+the package layout, and torch ops registered from Python in the build's own namespace.
+
+A kernel's ops live in a namespace unique to each build (``_relu_cuda_1a2b3c4``), so
+that two versions of a kernel load side by side. An op registered from Python under a
+fixed name (``@torch.library.custom_op("myns::op")``) breaks that; such decorators must
+take ``add_op_namespace_prefix("op")`` from the generated ``_ops`` module.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from ..errors import BuildError
+from .config import BuildConfig
+
+#: torch.library decorators whose first argument names an op
+TORCH_LIBRARY_DECORATORS = frozenset({"custom_op", "triton_op", "register_kernel", "register_fake",
+                                      "register_vmap", "register_torch_dispatch"})
+_KINDS = {ast.FunctionDef: "function", ast.AsyncFunctionDef: "async function", ast.ClassDef: "class"}
+
+
+def _called_name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Call):
+        if isinstance(node.func, ast.Name):
+            return node.func.id
+        if isinstance(node.func, ast.Attribute):
+            return node.func.attr
+    return None
+
+
+def unprefixed_registrations(path: Path, relpath: str) -> list[str]:
+    """``file:line kind name`` for each top-level definition decorated with a
+    torch.library registration whose op name does not come from
+    ``add_op_namespace_prefix``."""
+    try:
+        tree = ast.parse(path.read_text("utf-8"), filename=relpath)
+    except (SyntaxError, UnicodeDecodeError) as exc:
+        raise BuildError(f"{relpath} is not valid Python: {exc}") from None
+    found = []
+    for node in tree.body:
+        kind = _KINDS.get(type(node))
+        if kind is None:
+            continue
+        assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        for decorator in node.decorator_list:
+            if (_called_name(decorator) in TORCH_LIBRARY_DECORATORS
+                    and isinstance(decorator, ast.Call) and decorator.args
+                    and _called_name(decorator.args[0]) != "add_op_namespace_prefix"):
+                found.append(f"{relpath}:{node.lineno} {kind} {node.name}")
+    return found
+
+
+def check_sources(config: BuildConfig) -> None:
+    package = config.package_dir
+    where = package.relative_to(config.root).as_posix()
+    if not (package / "__init__.py").is_file():
+        raise BuildError(f"{where}/__init__.py is missing: the kernel's Python package must "
+                         f"live in {where}/")
+    if (package / config.module_name).exists():
+        raise BuildError(f"{where}/{config.module_name} must not exist: the build writes its "
+                         "own compatibility sub-package there")
+    violations: list[str] = []
+    for path in sorted(package.rglob("*.py")):
+        if "__pycache__" not in path.parts:
+            violations += unprefixed_registrations(path, path.relative_to(config.root).as_posix())
+    if violations:
+        raise BuildError(f"torch ops registered outside the kernel's namespace (use "
+                         f"add_op_namespace_prefix from ._ops): {'; '.join(violations)}")

@@ -1,0 +1,148 @@
+"""Writing one variant folder, ``OUT/build/<variant>/``, as kernel-builder lays it out.
+
+Arch variants (compiled): the package's ``*.py`` files and its ``pyext`` data files,
+``_ops.py`` naming the build's ops namespace, the extension, and ``metadata.json``.
+Noarch variants (``torch-<backend>``): every file of the package and an ``_ops.py``
+that picks the ops namespace of the backend torch runs on. Both get the flat layout's
+compatibility sub-package and ``metadata.json`` with the digests of every file. The
+folder is assembled beside its final place and renamed in: a failed or interrupted
+build never leaves half a variant.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from ..digest import digest_folder
+from ..errors import BuildError
+from .config import BuildConfig
+
+
+def ops_py(ext_name: str) -> str:
+    return (
+        "import torch\n\n"
+        f"from . import {ext_name}\n\n"
+        f"ops = torch.ops.{ext_name}\n\n\n"
+        "def add_op_namespace_prefix(op_name: str) -> str:\n"
+        '    """Prefix an op name with this build\'s unique ops namespace."""\n'
+        f'    return f"{ext_name}::{{op_name}}"\n'
+    )
+
+
+def noarch_ops_py(module: str, build_id: str) -> str:
+    """The ops namespace of a noarch build depends on the backend torch runs on
+    (``_<module>_<backend>_<id>``), detected in the same order as kernel-builder's."""
+    return f'''import torch
+
+
+def get_backend() -> str:
+    """The backend of the running torch."""
+    if hasattr(torch.backends, "tpu"):
+        return "tpu"
+    if hasattr(torch, "neuron"):
+        return "neuron"
+    if torch.version.cuda is not None:
+        return "cuda"
+    if torch.version.hip is not None:
+        return "rocm"
+    if torch.backends.mps.is_available():
+        return "metal"
+    if getattr(torch.version, "xpu", None) is not None:
+        return "xpu"
+    return "cpu"
+
+
+_OPS_NAME = f"_{module}_{{get_backend()}}_{build_id}"
+
+ops = getattr(torch.ops, _OPS_NAME)
+
+
+def add_op_namespace_prefix(op_name: str) -> str:
+    """Prefix an op name with this build's unique ops namespace."""
+    return f"{{_OPS_NAME}}::{{op_name}}"
+'''
+
+
+COMPAT_INIT = '''\
+# Compatibility sub-package of a flat kernel build: loaders that expect the legacy
+# layout (build/<variant>/<module>/__init__.py) import this, and get the flat package
+# one folder up, loaded as a package so that its relative imports work.
+import importlib.util
+import sys
+from pathlib import Path
+
+_flat = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location(
+    __name__, _flat / "__init__.py", submodule_search_locations=[str(_flat)]
+)
+_module = importlib.util.module_from_spec(_spec)
+sys.modules[__name__] = _module
+_spec.loader.exec_module(_module)
+'''
+
+
+def metadata(config: BuildConfig, backend: str, ext_name: str,
+             archs: list[str] | None) -> dict[str, object]:
+    """``metadata.json`` without its digest, keys in kernel-builder's order."""
+    meta: dict[str, object] = {"name": config.name, "id": ext_name, "version": config.version,
+                               "license": config.license}
+    if config.upstream:
+        meta["upstream"] = config.upstream
+    if config.source:
+        meta["source"] = config.source
+    meta["python-depends"] = list(config.all_python_depends(backend))
+    meta["kernel-depends"] = [d.as_json() for d in config.all_kernel_depends(backend)]
+    backend_info: dict[str, object] = {"type": backend}
+    if archs:
+        # kernel-builder's add_build_metadata.py: sorted(set(...)) of the strings
+        backend_info["archs"] = sorted(set(archs))
+    meta["backend"] = backend_info
+    return meta
+
+
+def _copy_package(config: BuildConfig, staging: Path, everything: bool) -> None:
+    package = config.package_dir
+    if not (package / "__init__.py").is_file():
+        raise BuildError(f"{package}/__init__.py is missing: the kernel has no Python package")
+    suffixes = {".py", *(f".{e}" for e in config.framework.data_extensions())}
+    for path in sorted(package.rglob("*")):
+        relative = path.relative_to(package)
+        if not path.is_file() or "__pycache__" in relative.parts or path.suffix == ".pyc":
+            continue
+        if not everything and path.suffix not in suffixes:
+            continue
+        target = staging / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+
+
+def write_variant(config: BuildConfig, variant_dir: Path, backend: str, ext_name: str,
+                  extension: Path | None, archs: list[str] | None, build_id: str) -> None:
+    """Write one variant folder (flat layout) atomically: build beside, then rename."""
+    variant_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{variant_dir.name}.", dir=variant_dir.parent))
+    try:
+        _copy_package(config, staging, everything=extension is None)
+        if extension is not None:
+            (staging / "_ops.py").write_text(ops_py(ext_name))
+            shutil.copyfile(extension, staging / extension.name)
+        else:
+            (staging / "_ops.py").write_text(noarch_ops_py(config.module_name, build_id))
+        compat = staging / config.module_name
+        compat.mkdir(exist_ok=True)
+        (compat / "__init__.py").write_text(COMPAT_INIT)
+        meta = metadata(config, backend, ext_name, archs)
+        meta["digest"] = {"algorithm": "sha256", "files": digest_folder(staging)}
+        (staging / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
+        for path in staging.rglob("*"):
+            path.chmod(0o755 if path.is_dir() or path.suffix == ".so" else 0o644)
+        staging.chmod(0o755)
+        if variant_dir.exists():
+            shutil.rmtree(variant_dir)
+        staging.rename(variant_dir)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
