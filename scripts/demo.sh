@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The main job end to end on the embedded default, no Hub needed:
 #   build the sample img2gray kernel -> a local Hub-kernel git repo (tags v1.1.1, v1.1.2,
-#   branch v1) -> wheels (to-wheel, checked) -> check -> a fresh venv -> pip install ->
-#   import -> run the op and compare with a float32 reference.
+#   branch v1) -> wheels (to-wheel, checked) -> check -> a static index site (index) ->
+#   a local pypiserver with a password (publish) -> a fresh venv with torch 2.13.0 ->
+#   kernel-wheels install from the server -> import -> run the op, compare with a
+#   float32 reference. The server listens on 127.0.0.1 and is stopped on exit.
 # Everything goes to out/. Set KW_DEMO_CUDA=1 to also build the CUDA variant (torch 2.14.1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,10 +33,36 @@ $KW to-wheel out/img2gray 1.1.2 -o out/wheels
 step "check: the wheels again, from the outside"
 $KW check -v out/wheels/*.whl
 
-step "install: a fresh venv with torch 2.13.0, then pip install img2gray from the wheel folder"
+step "index: a static index site (any web server serves out/site; one index per build target)"
+$KW index out/wheels -o out/site
+ls out/site
+
+step "server: pypiserver on 127.0.0.1 with htpasswd authentication for uploads"
+PORT=$(.venv/bin/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+.venv/bin/python -c 'from passlib.apache import HtpasswdFile as H; h = H("out/htpasswd", new=True); h.set_password("demo", "demo-password"); h.save()'
+mkdir -p out/packages
+.venv/bin/pypi-server run -i 127.0.0.1 -p "$PORT" -P out/htpasswd -a update --disable-fallback out/packages >out/pypiserver.log 2>&1 &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null || true' EXIT
+.venv/bin/python - "$PORT" <<'PY'
+import sys, time, urllib.request
+for _ in range(150):
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/simple/", timeout=1).close()
+        break
+    except OSError:
+        time.sleep(0.2)
+else:
+    sys.exit("pypiserver did not start: see out/pypiserver.log")
+PY
+
+step "publish: check each wheel, then upload the new ones (credentials from TWINE_*)"
+TWINE_USERNAME=demo TWINE_PASSWORD=demo-password $KW publish out/wheels --repository-url "http://127.0.0.1:$PORT/"
+
+step "install: a fresh venv with torch 2.13.0, then kernel-wheels install picks the build for it"
 python3 -m venv out/venv
 out/venv/bin/python -m pip install -q torch==2.13.0 2> >(grep -v "is ignored: it is neither" >&2)
-out/venv/bin/python -m pip install -q --no-index --find-links out/wheels img2gray==1.1.2+torch213cpucxx11
+$KW install img2gray --index-url "http://127.0.0.1:$PORT/simple/" --python out/venv/bin/python
 
 step "run: import img2gray and compare with a float32 reference"
 out/venv/bin/python - <<'PY'
@@ -49,4 +77,6 @@ assert torch.equal(gray, reference)
 print(f"img2gray from {img2gray.__file__}")
 print(f"{tuple(image.shape)} -> {tuple(gray.shape)}, equal to the reference: True, mean gray {gray.float().mean():.1f}")
 PY
+kill $SERVER && wait $SERVER 2>/dev/null || true
+trap - EXIT
 echo "demo: OK" >&2

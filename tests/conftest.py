@@ -8,11 +8,14 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, SAMPLE
+from helpers import ROOT, SAMPLE, Olah, free_port
 
 ZIG = [sys.executable, "-m", "ziglang", "cc"]
 
@@ -25,9 +28,23 @@ def _cuda_python() -> Path:
     return path
 
 
+def _prebuilt(tmp_path_factory: pytest.TempPathFactory, variant: str) -> Path | None:
+    """KW_PREBUILT=DIR (a `kernel-wheels build -o DIR` output) skips building the sample
+    kernel: for developing other stages while the builder or the kernel is being changed.
+    CI never sets it."""
+    folder = os.environ.get("KW_PREBUILT")
+    if not folder:
+        return None
+    out = tmp_path_factory.mktemp("prebuilt") / "build" / variant
+    shutil.copytree(Path(folder) / "build" / variant, out)
+    return out
+
+
 @pytest.fixture(scope="session")
 def cpu_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`kernel-wheels build` of the sample kernel with this venv's torch 2.13.0 (CPU)."""
+    if (prebuilt := _prebuilt(tmp_path_factory, "torch213-cxx11-cpu-x86_64-linux")) is not None:
+        return prebuilt
     out = tmp_path_factory.mktemp("cpu-build")
     subprocess.run([sys.executable, "-m", "kernel_wheels", "build", str(SAMPLE), "-o", str(out)],
                    check=True, capture_output=True, text=True)
@@ -37,6 +54,8 @@ def cpu_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def cuda_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The CUDA variant, built in the torch 2.14.1 (CUDA 13.0) venv with nvcc (no GPU)."""
+    if (prebuilt := _prebuilt(tmp_path_factory, "torch214-cxx11-cu130-x86_64-linux")) is not None:
+        return prebuilt
     out = tmp_path_factory.mktemp("cuda-build")
     proc = subprocess.run([str(_cuda_python()), "-m", "kernel_wheels", "build", str(SAMPLE),
                            "-o", str(out), "--backend", "cuda"], capture_output=True, text=True)
@@ -203,3 +222,73 @@ def bad_binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         subprocess.run(cmd, check=True, capture_output=True, cwd=out)
         result[key] = out / cmd[cmd.index("-o") + 1]
     return result
+
+
+@pytest.fixture(scope="session")
+def olah(kernel_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Olah]:
+    """olah in offline mode serving local git repos: drbh/img2gray as kernel and model
+    repo, drbh/img2gray-model as model repo only, drbh/no-build without build/."""
+    root = tmp_path_factory.mktemp("olah")
+    repos = root / "mirror"
+    shutil.copytree(kernel_repo, repos / "kernels" / "drbh" / "img2gray")
+    shutil.copytree(kernel_repo, repos / "models" / "drbh" / "img2gray")
+    shutil.copytree(kernel_repo, repos / "models" / "drbh" / "img2gray-model")
+    empty = repos / "models" / "drbh" / "no-build"
+    empty.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(empty)], check=True)
+    (empty / "README.md").write_text("# nothing built\n")
+    subprocess.run(["git", "-C", str(empty), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(empty), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-qm", "x"], check=True)
+    subprocess.run(["git", "-C", str(empty), "tag", "v1.0.0"], check=True)
+    port = free_port()
+    config = root / "olah.toml"
+    config.write_text(f"""
+[basic]
+host = "127.0.0.1"
+port = {port}
+repos-path = "{root / 'cache'}"
+hf-scheme = "https"
+hf-netloc = "huggingface.co"
+hf-lfs-netloc = "cdn-lfs.huggingface.co"
+mirror-scheme = "http"
+mirror-netloc = "127.0.0.1:{port}"
+mirror-lfs-netloc = "127.0.0.1:{port}"
+mirrors-path = ["{repos}"]
+
+[accessibility]
+offline = true
+""")
+    log = root / "olah.log"
+    olah_cli = Path(sys.executable).parent / "olah-cli"
+    with log.open("wb") as out:
+        process = subprocess.Popen([str(olah_cli), "-c", str(config)], stdout=out,
+                                   stderr=subprocess.STDOUT, cwd=root)
+    server = Olah(root, port, process, log)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # GET / answers 500 on olah: probe an API path
+            try:
+                url = f"{server.endpoint}/api/models/drbh/img2gray/revision/main"
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"olah did not start:\n{log.read_text()[-2000:]}")
+            time.sleep(0.3)
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+@pytest.fixture
+def hub_env(olah: Olah, tmp_path: Path) -> dict[str, str]:
+    """A fresh HF cache and kernel-wheels cache per test, pointed at olah."""
+    return {"HF_ENDPOINT": olah.endpoint, "HF_HOME": str(tmp_path / "hf-home"),
+            "KERNEL_WHEELS_CACHE": str(tmp_path / "kw-cache"), "HF_HUB_DISABLE_PROGRESS_BARS": "1"}

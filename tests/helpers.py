@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import zipfile
@@ -56,3 +57,23 @@ def reference_gray(image):  # type: ignore[no-untyped-def]
     """float32 reference: products and sums rounded separately, then truncated."""
     f = image.float()
     return ((0.21 * f[..., 0] + 0.72 * f[..., 1]) + 0.07 * f[..., 2]).to(image.dtype)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Olah:
+    def __init__(self, root: Path, port: int, process: subprocess.Popen[bytes], log: Path) -> None:
+        self.root, self.port, self.process, self.log = root, port, process, log
+        self.endpoint = f"http://127.0.0.1:{port}"
+
+    def requests(self) -> int:
+        """Every request served so far."""
+        return sum(' HTTP/1.1"' in line for line in self.log.read_text().splitlines())
+
+    def downloads(self) -> int:
+        """File downloads (resolve requests) served so far."""
+        return sum('"GET ' in line and "/resolve/" in line for line in self.log.read_text().splitlines())

@@ -160,7 +160,7 @@ def test_member_changed_after_record_fails(sample_wheels: list[Path], tmp_path: 
                        update_record=False)
     code, out = check_cli(tampered)
     assert code == 1
-    assert "Hash mismatch for file 'img2gray/_ops.py'" in out
+    assert "img2gray/_ops.py: its sha256 differs from RECORD's" in out
 
 
 def test_file_differing_from_metadata_digest_fails(sample_wheels: list[Path], tmp_path: Path) -> None:
@@ -230,11 +230,21 @@ def test_check_usage_errors(tmp_path: Path) -> None:
     proc = run_cli("check", check=False)
     assert proc.returncode == 2
     missing = run_cli("check", tmp_path / "nope.whl", check=False)
-    assert missing.returncode == 1 and "does not exist" in missing.stdout
+    assert missing.returncode == 2 and missing.stdout == ""
+    assert missing.stderr == f"kernel-wheels: error: {tmp_path / 'nope.whl'} does not exist\n"
+    as_json = run_cli("check", "--json", tmp_path / "nope.whl", check=False)
+    assert as_json.returncode == 2
+    assert json.loads(as_json.stdout)["error"]["message"].endswith("nope.whl does not exist")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = run_cli("check", empty, check=False)
+    assert proc.returncode == 2 and "is a folder with no .whl files" in proc.stderr
     junk = tmp_path / "junk-1.0-py3-none-any.whl"
     junk.write_bytes(b"not a zip")
     proc = run_cli("check", junk, check=False)
     assert proc.returncode == 1 and "unreadable wheel" in proc.stdout and "Traceback" not in proc.stderr
+    proc = run_cli("check", tmp_path, check=False)  # a folder: its wheels are checked
+    assert proc.returncode == 1 and "FAIL junk-1.0-py3-none-any.whl" in proc.stdout
 
 
 def test_rpath_outside_the_wheel_fails(bad_binaries: dict[str, Path], tmp_path: Path) -> None:

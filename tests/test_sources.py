@@ -7,12 +7,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
-import sys
 import threading
 import time
-import urllib.request
 import zipfile
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,99 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import read_member, run_cli
+from helpers import Olah, free_port, read_member, run_cli
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Olah:
-    def __init__(self, root: Path, port: int, process: subprocess.Popen[bytes], log: Path) -> None:
-        self.root, self.port, self.process, self.log = root, port, process, log
-        self.endpoint = f"http://127.0.0.1:{port}"
-
-    def requests(self) -> int:
-        """Every request served so far."""
-        return sum(' HTTP/1.1"' in line for line in self.log.read_text().splitlines())
-
-    def downloads(self) -> int:
-        """File downloads (resolve requests) served so far."""
-        return sum('"GET ' in line and "/resolve/" in line for line in self.log.read_text().splitlines())
-
-
-@pytest.fixture(scope="session")
-def olah(kernel_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Olah]:
-    """olah in offline mode serving local git repos: drbh/img2gray as kernel and model
-    repo, drbh/img2gray-model as model repo only, drbh/no-build without build/."""
-    root = tmp_path_factory.mktemp("olah")
-    repos = root / "mirror"
-    shutil.copytree(kernel_repo, repos / "kernels" / "drbh" / "img2gray")
-    shutil.copytree(kernel_repo, repos / "models" / "drbh" / "img2gray")
-    shutil.copytree(kernel_repo, repos / "models" / "drbh" / "img2gray-model")
-    empty = repos / "models" / "drbh" / "no-build"
-    empty.mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", "-b", "main", str(empty)], check=True)
-    (empty / "README.md").write_text("# nothing built\n")
-    subprocess.run(["git", "-C", str(empty), "add", "-A"], check=True)
-    subprocess.run(["git", "-C", str(empty), "-c", "user.name=t", "-c", "user.email=t@t",
-                    "commit", "-qm", "x"], check=True)
-    subprocess.run(["git", "-C", str(empty), "tag", "v1.0.0"], check=True)
-    port = free_port()
-    config = root / "olah.toml"
-    config.write_text(f"""
-[basic]
-host = "127.0.0.1"
-port = {port}
-repos-path = "{root / 'cache'}"
-hf-scheme = "https"
-hf-netloc = "huggingface.co"
-hf-lfs-netloc = "cdn-lfs.huggingface.co"
-mirror-scheme = "http"
-mirror-netloc = "127.0.0.1:{port}"
-mirror-lfs-netloc = "127.0.0.1:{port}"
-mirrors-path = ["{repos}"]
-
-[accessibility]
-offline = true
-""")
-    log = root / "olah.log"
-    olah_cli = Path(sys.executable).parent / "olah-cli"
-    with log.open("wb") as out:
-        process = subprocess.Popen([str(olah_cli), "-c", str(config)], stdout=out,
-                                   stderr=subprocess.STDOUT, cwd=root)
-    server = Olah(root, port, process, log)
-    try:
-        deadline = time.monotonic() + 60
-        while True:  # GET / answers 500 on olah: probe an API path
-            try:
-                url = f"{server.endpoint}/api/models/drbh/img2gray/revision/main"
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"olah did not start:\n{log.read_text()[-2000:]}")
-            time.sleep(0.3)
-        yield server
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-
-
-@pytest.fixture
-def hub_env(olah: Olah, tmp_path: Path) -> dict[str, str]:
-    """A fresh HF cache and kernel-wheels cache per test, pointed at olah."""
-    return {"HF_ENDPOINT": olah.endpoint, "HF_HOME": str(tmp_path / "hf-home"),
-            "KERNEL_WHEELS_CACHE": str(tmp_path / "kw-cache"), "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
 
 
 def git_commit(repo: Path, ref: str) -> str:
@@ -131,7 +38,7 @@ def convert(source: str, *args: str, env: dict[str, str], out: Path) -> dict:  #
     (["v1.1.1"], "v1.1.1", "1.1.1"),
     ([">=1.1,<1.1.2"], "v1.1.1", "1.1.1"),
     ([">=1,<2"], "v1.1.2", "1.1.2"),
-    (["1"], "v1", "1.20260103.0"),
+    (["1"], "v1", "1.1.2.post0.dev20260103000000"),  # a snapshot after release 1.1.2
 ])
 def test_hub_versions(olah: Olah, kernel_repo: Path, hub_env: dict[str, str], tmp_path: Path,
                       repo_type: str, request_args: list[str], ref: str, version: str) -> None:
@@ -143,9 +50,13 @@ def test_hub_versions(olah: Olah, kernel_repo: Path, hub_env: dict[str, str], tm
     wheel = Path(result["wheels"][0]["path"])
     assert wheel.name == f"img2gray-{version}+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
     provenance = json.loads(read_member(wheel, "kernel_wheels.json"))
-    assert provenance["commit"] == commit and provenance["source"] == "drbh/img2gray"
     url_type = "kernels/" if repo_type == "kernel" else ""
-    assert f"Project-URL: Source, {olah.endpoint}/{url_type}drbh/img2gray/tree/{commit}" in \
+    # The Hub's own URL, not the endpoint (a mirror) it was read through: same bytes for all.
+    assert provenance["commit"] == commit
+    assert provenance["source"] == f"https://huggingface.co/{url_type}drbh/img2gray"
+    assert provenance["release"] == (None if ref == "v1" else ref)
+    assert "requested" not in provenance and "ref" not in provenance
+    assert f"Project-URL: Source, https://huggingface.co/{url_type}drbh/img2gray/tree/{commit}" in \
         read_member(wheel, "METADATA")
 
 
@@ -155,8 +66,18 @@ def test_hub_by_commit_sha_prints_the_pin(olah: Olah, kernel_repo: Path, hub_env
     proc = run_cli("to-wheel", "drbh/img2gray", "--revision", commit[:10], "-o", tmp_path,
                    "--variant", "*cpu*", env=hub_env)
     assert f"at commit {commit}" in proc.stderr
-    # a bare commit has no version tag: the major from metadata.json, the commit's time
-    assert "☸ img2gray-1.20260101.0+torch213cpucxx11-" in proc.stderr
+    # the commit carries the release tag v1.1.1: asked for by SHA, it is still release 1.1.1
+    assert "☸ img2gray-1.1.1+torch213cpucxx11-" in proc.stderr
+    by_version = run_cli("to-wheel", "drbh/img2gray", "1.1.1", "-o", tmp_path / "v",
+                         "--variant", "*cpu*", env=hub_env)
+    assert "☸ img2gray-1.1.1+torch213cpucxx11-" in by_version.stderr
+    wheel = next(tmp_path.glob("*.whl"))
+    assert wheel.read_bytes() == (tmp_path / "v" / wheel.name).read_bytes()  # same bytes
+    snapshot = git_commit(kernel_repo, "v1")
+    proc = run_cli("to-wheel", "drbh/img2gray", "--revision", snapshot, "-o", tmp_path / "s",
+                   "--variant", "*cpu*", env=hub_env)
+    # no release tag: the major from metadata.json, placed after 1.1.2 by the commit's time
+    assert "☸ img2gray-1.1.2.post0.dev20260103000000+torch213cpucxx11-" in proc.stderr
     named = run_cli("to-wheel", "drbh/img2gray", "1.1.1", "--revision", commit, "-o", tmp_path / "n",
                     "--variant", "*cpu*", env=hub_env)
     assert "☸ img2gray-1.1.1+torch213cpucxx11-" in named.stderr
@@ -173,11 +94,12 @@ def test_major_branch_later_commit_sorts_higher(olah: Olah, hub_env: dict[str, s
 
 def test_kernel_type_first_then_model(olah: Olah, hub_env: dict[str, str], tmp_path: Path) -> None:
     both = convert("drbh/img2gray", "1.1.2", "--variant", "*cpu*", env=hub_env, out=tmp_path / "a")
-    assert "/kernels/drbh/img2gray/tree/" in read_member(Path(both["wheels"][0]["path"]), "METADATA")
+    assert "https://huggingface.co/kernels/drbh/img2gray/tree/" in \
+        read_member(Path(both["wheels"][0]["path"]), "METADATA")
     model_only = convert("drbh/img2gray-model", "1.1.2", "--variant", "*cpu*", env=hub_env,
                          out=tmp_path / "b")
     metadata = read_member(Path(model_only["wheels"][0]["path"]), "METADATA")
-    assert f"{hub_env['HF_ENDPOINT']}/drbh/img2gray-model/tree/" in metadata
+    assert "https://huggingface.co/drbh/img2gray-model/tree/" in metadata
 
 
 def _blob_bytes(hf_home: Path) -> int:
@@ -265,7 +187,11 @@ def test_hub_unreachable_after_retries(hub_env: dict[str, str], tmp_path: Path) 
     started = time.monotonic()
     proc = run_cli("to-wheel", "drbh/img2gray", "1.1.2", "-o", tmp_path, env=env, check=False)
     assert proc.returncode == 1
-    assert proc.stderr.strip().startswith(f"kernel-wheels: error: cannot reach the Hub at {env['HF_ENDPOINT']} after 3 tries")
+    lines = proc.stderr.strip().splitlines()
+    # each retry is announced, then one error line
+    assert [line.split(";")[0] for line in lines[:-1]] == ["warning: listing refs: [Errno 111] Connection refused"] * 3
+    assert lines[-1].startswith(f"kernel-wheels: error: listing refs: no usable answer from {env['HF_ENDPOINT']} "
+                                "after 4 tries ([Errno 111] Connection refused)")
     assert time.monotonic() - started < 30
 
 

@@ -75,7 +75,9 @@ def test_sample_provenance(repo_wheels: Path, kernel_repo: Path) -> None:
     record = json.loads(read_member(repo_wheels / CUDA_WHEEL, ".dist-info/kernel_wheels.json"))
     commit = subprocess.run(["git", "-C", str(kernel_repo), "rev-parse", "v1.1.2^{commit}"],
                             capture_output=True, text=True).stdout.strip()
-    assert record["commit"] == commit and record["ref"] == "v1.1.2" and record["requested"] == "1.1.2"
+    assert record["commit"] == commit and record["release"] == "v1.1.2"
+    assert record["source"] is None  # a local repository without a remote: no path recorded
+    assert "requested" not in record and "ref" not in record
     assert record["variant"]["name"] == "torch214-cxx11-cu130-x86_64-linux"
     assert record["backend"] == "cuda" and record["archs"] == ["8.0", "9.0+PTX"]
     assert record["metadata_json"]["id"].startswith("_img2gray_cuda_")
@@ -86,11 +88,20 @@ def test_wheel_contents_are_the_variant_files(repo_wheels: Path, cpu_build: Path
     with zipfile.ZipFile(repo_wheels / CPU_WHEEL) as zf:
         package = sorted(n for n in zf.namelist() if n.startswith("img2gray/"))
         so = next(cpu_build.glob("*.so")).name
-        # flat layout moved under img2gray/; the compatibility sub-package left out
+        # flat layout moved under img2gray/; the compatibility sub-package left out; the
+        # import guard added
         assert package == sorted(["img2gray/__init__.py", "img2gray/_ops.py", f"img2gray/{so}",
-                                  "img2gray/metadata.json"])
+                                  "img2gray/metadata.json", "img2gray/_kernel_wheels_guard.py"])
         for name in package:
+            if name.endswith(("__init__.py", "_kernel_wheels_guard.py")):
+                continue
             assert zf.read(name) == (cpu_build / name.split("/", 1)[1]).read_bytes()
+        # __init__.py is the kernel's own with one line inserted, recorded in the provenance
+        added = json.loads(zf.read(next(n for n in zf.namelist() if n.endswith("kernel_wheels.json"))))
+        change = added["added_by_kernel_wheels"]["modified"]["img2gray/__init__.py"]
+        lines = zf.read("img2gray/__init__.py").decode().splitlines(keepends=True)
+        assert lines.pop(change["inserted_line"]) == change["text"]
+        assert "".join(lines) == (cpu_build / "__init__.py").read_text()
         modes = {i.filename: (i.external_attr >> 16) & 0o777 for i in zf.infolist()}
         assert modes[f"img2gray/{so}"] == 0o755 and modes["img2gray/__init__.py"] == 0o644
 
@@ -191,8 +202,10 @@ def test_linux_and_noarch_matrix_wheels_install_and_import(matrix_wheels: Path, 
                                "--no-index", str(wheel)], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
         variant = json.loads(read_member(wheel, ".dist-info/kernel_wheels.json"))["variant"]["name"]
+        # No torch here: the import guard (tested in test_guard.py) is skipped.
         out = subprocess.run([str(python), "-c", "import img2gray, img2gray._ops; print(img2gray.VARIANT)"],
-                             capture_output=True, text=True, cwd=tmp_path)
+                             capture_output=True, text=True, cwd=tmp_path,
+                             env={**os.environ, "KERNEL_WHEELS_SKIP_GUARD": "1"})
         assert out.stdout.strip() == variant, out.stderr
 
 
@@ -210,13 +223,15 @@ def test_reproducible_across_umask_clock_and_mtimes(kernel_repo: Path, matrix_fo
                                                      tmp_path: Path) -> None:
     faketime = shutil.which("faketime")
     assert faketime, "faketime is needed (apt-get install faketime; .ci/run installs it)"
-    first = _convert(kernel_repo, tmp_path / "a1") + _convert(matrix_folder, tmp_path / "a2")
+    first = _convert(kernel_repo, tmp_path / "a1", "-j", "1") + \
+        _convert(matrix_folder, tmp_path / "a2", "-j", "1")
     for path in matrix_folder.rglob("*"):
         os.utime(path, (1_000_000_000, 1_000_000_000))  # the source files' times change
-    second = _convert(kernel_repo, tmp_path / "b1", umask=0o077,
-                      prefix=[faketime, "-f", "2031-05-06 07:08:09"], env={"TZ": "Asia/Tokyo"})
-    second += _convert(matrix_folder, tmp_path / "b2", umask=0o077,
-                       prefix=[faketime, "-f", "2031-05-06 07:08:09"], env={"TZ": "Asia/Tokyo"})
+    # Another clock (running from 2031), time zone, umask and number of worker processes.
+    clock = [faketime, "-f", "@2031-05-06 07:08:09"]
+    env = {"TZ": "Asia/Tokyo", "DONT_FAKE_MONOTONIC": "1"}
+    second = _convert(kernel_repo, tmp_path / "b1", "-j", "3", umask=0o077, prefix=clock, env=env)
+    second += _convert(matrix_folder, tmp_path / "b2", "-j", "3", umask=0o077, prefix=clock, env=env)
     assert [p.name for p in first] == [p.name for p in second] and len(first) == 2 + len(MATRIX)
     for a, b in zip(first, second, strict=True):
         assert sha256(a) == sha256(b), a.name
@@ -330,4 +345,5 @@ def test_unwritable_output_is_one_line(kernel_repo: Path, tmp_path: Path) -> Non
     blocker.write_text("not a folder")
     proc = run_cli("to-wheel", kernel_repo, "1.1.2", "-o", blocker / "wheels", check=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines()[-1] == f"kernel-wheels: error: Not a directory: {blocker / 'wheels'}"
+    assert proc.stderr.strip().splitlines() == [
+        f"kernel-wheels: error: cannot write wheels to {blocker / 'wheels'}: {blocker} is a file, not a folder"]

@@ -1,3 +1,10 @@
-from .cli import main
+import sys
 
-raise SystemExit(main())
+try:
+    from .cli import main
+
+    code = main()
+except KeyboardInterrupt:  # Ctrl-C while the tool itself was still being imported
+    print("kernel-wheels: interrupted", file=sys.stderr)
+    code = 130
+raise SystemExit(code)

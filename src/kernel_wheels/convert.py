@@ -1,42 +1,38 @@
 """The core of ``to-wheel``: source -> variants -> wheel -> check -> output folder.
 
-Read top to bottom: resolve the revision, select variants, fetch only those, then
-for each variant plan its wheel (the contract), write it to a hidden temp file,
-check it, and move it into place atomically.
+Read top to bottom: check the output folder, resolve the revision, select variants,
+fetch them (in parallel; each is planned as soon as it arrives), produce each wheel in
+a worker thread (write, check), then place every wheel at once. A run places all its
+wheels or none: a failure anywhere leaves the output folder as it was.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .checks import CheckReport, check_wheel
-from .errors import CheckFailedError, UsageError
-from .kernel_metadata import KernelMetadata, python_requirements, read_kernel_metadata
-from .layout import VariantLayout, read_layout
-from .plan import TagOptions, WheelPlan, plan_wheel
+from packaging.version import InvalidVersion, Version
+
+from . import compression
+from .assemble import WheelJob, describe, provenance
+from .checks import CheckReport
+from .errors import MetadataError, OutputExistsError, UsageError, VariantError
+from .kernel_metadata import KernelMetadata, read_kernel_metadata
+from .layout import read_layout
+from .output import OutputFolder
+from .plan import TagOptions, check_distribution_name
+from .produce import ProducedWheel, produce_wheel
 from .revision import Revision
 from .selection import VariantFilter, select_variants
 from .sources import FetchedVariant, KernelSource
 from .variants import Variant
 from .versions import RequestKind, VersionRequest, wheel_version
-from .wheelmeta import (
-    PROVENANCE_FILE,
-    DescribedKernel,
-    card_body,
-    card_license,
-    metadata_text,
-    normalise_license,
-    provenance_text,
-    wheel_text,
-)
-from .wheelwriter import Member, file_sha256, place_wheel, staged_wheel, write_wheel
 
 Progress = Callable[[str], None]
 
@@ -53,13 +49,27 @@ class ConvertOptions:
     check: bool = True
     #: Zip timestamps; default SOURCE_DATE_EPOCH, else the commit time.
     source_date_epoch: int | None = None
-    jobs: int = 0  # 0: one per CPU, at most 4
+    #: Wheels produced at once (worker threads); 0: one per CPU.
+    jobs: int = 0
     #: Tag Linux wheels with the lowest manylinux policy their binaries meet.
     manylinux_auto: bool = False
+    #: Deflate level, 0 (store) to 9 (compression.py says why 5 is the default).
+    compression: int = compression.DEFAULT_LEVEL
 
     def __post_init__(self) -> None:
         if self.manylinux_auto and not self.check:
             raise UsageError("--manylinux-version auto needs the checks (drop --no-check)")
+        if self.jobs < 0:
+            raise UsageError(f"--jobs {self.jobs}: give a positive number of jobs (or 0 for one "
+                             "per CPU)")
+        compression.check_level(self.compression)
+        if self.dist_name is not None:
+            check_distribution_name(self.dist_name)
+        if self.version is not None:
+            try:
+                Version(self.version)
+            except InvalidVersion:
+                raise UsageError(f"'{self.version}' is not a valid version (PEP 440)") from None
 
 
 @dataclass(frozen=True)
@@ -101,7 +111,8 @@ class ConversionResult:
         }
 
 
-def _epoch(options: ConvertOptions, revision: Revision) -> int:
+def given_epoch(options: ConvertOptions) -> int | None:
+    """The zip timestamp the user gave (the option, else SOURCE_DATE_EPOCH), if any."""
     if options.source_date_epoch is not None:
         return options.source_date_epoch
     if env := os.environ.get("SOURCE_DATE_EPOCH"):
@@ -109,106 +120,155 @@ def _epoch(options: ConvertOptions, revision: Revision) -> int:
             return int(env)
         except ValueError:
             raise UsageError(f"SOURCE_DATE_EPOCH '{env}' is not an integer") from None
-    return revision.commit_time or 0
+    return None
 
 
-def _summary(name: str, variant: Variant) -> str:
-    if variant.noarch:
-        return f"{name} kernel (Python, {variant.backend})"
-    parts = [f"{variant.framework} {variant.framework_version_str}", variant.backend_tag,
-             f"{variant.cpu_arch} {variant.os}"]
-    return f"{name} kernel ({', '.join(parts)})"
+def zip_epoch(options: ConvertOptions, revision: Revision) -> int:
+    given = given_epoch(options)
+    return given if given is not None else revision.commit_time or 0
 
 
-class _Converter:
-    def __init__(self, source: KernelSource, revision: Revision, version: str,
-                 options: ConvertOptions, card: str | None, progress: Progress) -> None:
-        self.source, self.revision, self.version = source, revision, version
-        self.options, self.card, self.progress = options, card, progress
-        self.epoch = _epoch(options, revision)
+@dataclass
+class _Identity:
+    """The kernel's name and major version, as the variants' metadata.json files tell
+    them. Variants may arrive in any order; all must agree."""
 
-    def members(self, plan: WheelPlan, layout: VariantLayout, meta: KernelMetadata,
-                variant: Variant, described: DescribedKernel) -> list[Member]:
-        members = [Member(f.arcname, source=f.source, executable=f.source.suffix == ".so")
-                   for f in layout.files]
-        provenance = {
-            "generator": f"kernel-wheels {__version__}",
-            "source": self.source.display,
-            "requested": self.revision.requested,
-            "ref": self.revision.ref,
-            "commit": self.revision.commit,
-            "commit_time": self.revision.commit_time,
-            "variant": variant.to_dict(),
-            "layout": layout.kind,
-            "module": layout.module,
-            "backend": meta.backend or variant.backend,
-            "archs": list(meta.archs),
-            "metadata_json": meta.raw or None,
-        }
-        texts = {
-            "METADATA": metadata_text(plan, described),
-            "WHEEL": wheel_text(plan),
-            PROVENANCE_FILE: provenance_text(provenance),
-        }
-        members += [Member(f"{plan.dist_info}/{name}", content=text.encode())
-                    for name, text in texts.items()]
-        return members
+    fallback_name: str
+    names: dict[str, str] = field(default_factory=dict)  # name -> first variant saying so
+    majors: dict[int, str] = field(default_factory=dict)
 
-    def convert_variant(self, variant: Variant, fetched: FetchedVariant) -> WheelResult:
-        folder = fetched.path
-        meta_path = folder / "metadata.json"
+    def learn(self, variant: str, meta: KernelMetadata) -> None:
+        if meta.name is not None:
+            self.names.setdefault(meta.name, variant)
+        if meta.version is not None:
+            self.majors.setdefault(meta.version, variant)
+        if len(self.names) > 1:
+            said = ", ".join(f"'{n}' (build/{v})" for n, v in sorted(self.names.items()))
+            raise MetadataError(f"the variants disagree on the kernel's name: {said}; convert "
+                                "them separately (--variant)")
+        if len(self.majors) > 1:
+            said = ", ".join(f"{m} (build/{v})" for m, v in sorted(self.majors.items()))
+            raise MetadataError(f"the variants disagree on the kernel's major version: {said}")
+
+    @property
+    def name(self) -> str:
+        return next(iter(self.names), self.fallback_name)
+
+    @property
+    def major(self) -> int | None:
+        return next(iter(self.majors), None)
+
+
+class _Conversion:
+    """One run: plans each variant as it arrives and hands it to the workers."""
+
+    def __init__(self, source: KernelSource, request: VersionRequest, revision: Revision,
+                 options: ConvertOptions, staging: Path, pool: Executor | None,
+                 progress: Progress, cancel: threading.Event) -> None:
+        self.source, self.request, self.revision = source, request, revision
+        self.options, self.staging, self.pool, self.progress = options, staging, pool, progress
+        self.cancel = cancel
+        self.card = source.card(revision)
+        self.epoch = zip_epoch(options, revision)
+        self.identity = _Identity(source.name)
+        self.arrived: dict[str, tuple[Variant, FetchedVariant, KernelMetadata]] = {}
+        self.planned: dict[str, tuple[tuple[str, str], Future[ProducedWheel]]] = {}
+        self.reported: set[str] = set()
+        self.filenames: dict[str, str] = {}  # wheel file name -> the variant planned as it
+
+    def version(self) -> str:
+        given = self.options.version
+        if given is None and self.revision.commit is None \
+                and self.request.kind is not RequestKind.RANGE:
+            given = self.request.text  # a plain folder: VERSION is taken as given
+        return wheel_version(self.revision, self.identity.major, given)
+
+    def arrive(self, variant: Variant, fetched: FetchedVariant) -> None:
+        meta_path = fetched.path / "metadata.json"
         meta = read_kernel_metadata(meta_path if meta_path.is_file() else None)
-        kernel_name = meta.name or self.source.name
-        layout = read_layout(folder, kernel_name.replace("-", "_"), fetched.link_root)
-        plan = plan_wheel(variant, kernel_name, self.version, self.options.tags,
-                          self.options.dist_name)
+        self.identity.learn(variant.name, meta)
+        self.arrived[variant.name] = (variant, fetched, meta)
+        if not self.identity.names:
+            return  # no metadata.json seen yet: the kernel's name may still change
+        try:
+            self.version()
+        except UsageError:
+            return  # the major version may come with a later variant's metadata.json
+        self._submit(variant.name)
+
+    def finish(self) -> list[ProducedWheel]:
+        """Plan what waited for the kernel's identity, re-plan what was planned on a
+        guess that a later variant's metadata.json corrected, and collect."""
+        final = (self.identity.name, self.version())
+        for name in self.arrived:
+            if name not in self.planned or self.planned[name][0] != final:
+                self._submit(name)
+        return [future.result() for _, future in
+                (self.planned[name] for name in sorted(self.planned))]
+
+    def _submit(self, name: str) -> None:
+        variant, fetched, meta = self.arrived[name]
+        identity = (self.identity.name, self.version())
+        job = self._job(variant, fetched, meta, *identity)
+        # Two variants must never write one file (in the staging folder, then the output).
+        filename = job.plan().filename
+        if (first := self.filenames.setdefault(filename, name)) != name:
+            raise VariantError(f"build/{first} and build/{name} would both be {filename}; "
+                               "convert them separately (--variant)")
+        if self.pool is None:
+            future: Future[ProducedWheel] = Future()
+            try:
+                future.set_result(produce_wheel(job, self.cancel))
+            except BaseException as exc:  # surfaced by finish(), like a worker's error
+                future.set_exception(exc)
+        else:
+            future = self.pool.submit(produce_wheel, job, self.cancel)
+        self.planned[name] = (identity, future)
+
+    def _job(self, variant: Variant, fetched: FetchedVariant, meta: KernelMetadata,
+             kernel_name: str, version: str) -> WheelJob:
+        layout = read_layout(fetched.path, kernel_name.replace("-", "_"), fetched.link_root)
+        if layout.left_out and name_not_reported(self, variant.name):
+            shown = ", ".join(layout.left_out[:4]) + (" ..." if len(layout.left_out) > 4 else "")
+            self.progress(f"build/{variant.name}: {len(layout.left_out)} files left out by design "
+                          f"(compatibility sub-package, byte-code caches): {shown}")
         warn = lambda message: self.progress(f"warning: {variant.name}: {message}")  # noqa: E731
-        described = DescribedKernel(
-            summary=_summary(kernel_name, variant),
-            description=card_body(self.card),
-            license=normalise_license(meta.license or card_license(self.card), warn),
-            requirements=tuple(python_requirements(meta.python_depends,
-                                                   meta.backend or variant.backend)),
-            source_url=self.revision.url,
+        return WheelJob(
+            variant=variant,
+            kernel_name=kernel_name,
+            version=version,
+            tags=self.options.tags,
+            dist_name=self.options.dist_name,
+            described=describe(kernel_name, variant, meta, self.card, self.revision, warn),
+            provenance=provenance(self.revision, variant, layout, meta),
+            files=layout.files,
+            module=layout.module,
+            epoch=self.epoch,
+            compression=self.options.compression,
+            check=self.options.check,
+            manylinux_auto=self.options.manylinux_auto,
+            staging=self.staging,
         )
-        if self.options.manylinux_auto and variant.os == "linux":
-            plan = self._honest_plan(plan, self.members(plan, layout, meta, variant, described),
-                                     variant, kernel_name)
-        return self._place(variant, plan, self.members(plan, layout, meta, variant, described))
 
-    def _honest_plan(self, plan: WheelPlan, members: list[Member], variant: Variant,
-                     kernel_name: str) -> WheelPlan:
-        """--manylinux-version auto: the plan re-tagged with the lowest manylinux policy
-        the binaries meet, found by checking a probe wheel."""
-        with staged_wheel(self.options.output_dir, plan.filename) as probe:
-            write_wheel(probe, members, plan.dist_info, self.epoch)
-            honest = check_wheel(probe, filename=plan.filename).honest_manylinux
-        if honest is None:
-            return plan
-        _, major, minor, _arch = honest.split("_", 3)
-        tags = replace(self.options.tags, manylinux_version=f"{major}.{minor}")
-        return plan_wheel(variant, kernel_name, self.version, tags, self.options.dist_name)
 
-    def _place(self, variant: Variant, plan: WheelPlan, members: list[Member]) -> WheelResult:
-        with staged_wheel(self.options.output_dir, plan.filename) as temp:
-            write_wheel(temp, members, plan.dist_info, self.epoch)
-            report = check_wheel(temp, filename=plan.filename) if self.options.check else None
-            return self._finish(variant, plan, temp, report)
+def name_not_reported(run: _Conversion, name: str) -> bool:
+    """True the first time a variant is planned (a re-plan says nothing twice)."""
+    if name in run.reported:
+        return False
+    run.reported.add(name)
+    return True
 
-    def _finish(self, variant: Variant, plan: WheelPlan, temp: Path,
-                report: CheckReport | None) -> WheelResult:
-        if report is not None and not report.passed:
-            hint = ""
-            if report.honest_manylinux and any(f.check == "manylinux" for f in report.failures):
-                hint = (f" (the binaries honestly meet {report.honest_manylinux}: use "
-                        "--manylinux-version auto)")
-            raise CheckFailedError(f"{plan.filename} failed its checks and was not written: "
-                                   f"{report.first_failure()}{hint}")
-        sha256, size = file_sha256(temp), temp.stat().st_size
-        final = self.options.output_dir / plan.filename
-        status = place_wheel(temp, final, force=self.options.force)
-        self.progress(f"☸ {plan.filename}")
-        return WheelResult(variant, final, sha256, size, status, report)
+
+def _pool(jobs: int, variants: int) -> ThreadPoolExecutor | None:
+    """Worker threads for more than one variant. Threads, not processes: the work of a
+    wheel (reading, sha256, deflate) runs in C with the GIL released (hashlib, zlib-ng,
+    file I/O), and the checks no longer need a process of their own (nothing changes the
+    working directory), so threads use every core without a process's start-up cost,
+    pickling, or a second copy of the tool in memory."""
+    workers = min(jobs or os.cpu_count() or 1, variants)
+    if workers <= 1:
+        return None
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kernel-wheels-wheel")
 
 
 def to_wheels(source: KernelSource, request: VersionRequest,
@@ -216,8 +276,10 @@ def to_wheels(source: KernelSource, request: VersionRequest,
               progress: Progress = lambda _: None) -> ConversionResult:
     """Convert the selected variants of ``source`` at ``request`` into wheels."""
     options = options or ConvertOptions()
-    # Absolute: the checks run auditwheel, which changes the working directory.
-    options = replace(options, output_dir=options.output_dir.resolve())
+    output = OutputFolder(options.output_dir, force=options.force)
+    output.preflight()
+    given_epoch(options)  # a bad SOURCE_DATE_EPOCH is found before any network work
+    options = replace(options, output_dir=output.path)
     revision = source.resolve(request)
     if revision.commit:
         progress(f"{source.display}: {revision.requested} -> "
@@ -230,21 +292,38 @@ def to_wheels(source: KernelSource, request: VersionRequest,
     selection = select_variants(names, options.filters, source.display)
     for name, why in selection.not_variants:
         progress(f"skipping build/{name}: {why}")
-    chosen = list(selection.selected)
+    chosen = {v.name: v for v in selection.selected}
     progress(f"converting {len(chosen)} of {len(names)} variants")
 
-    with tempfile.TemporaryDirectory(prefix="kernel-wheels-") as work:
-        folders = source.fetch(revision, [v.name for v in chosen], Path(work))
-        first_meta = folders[chosen[0].name].path / "metadata.json"
-        major = read_kernel_metadata(first_meta if first_meta.is_file() else None).version
-        given = options.version
-        if given is None and revision.commit is None and request.kind is not RequestKind.RANGE:
-            given = request.text  # a plain folder: VERSION is taken as given
-        version = wheel_version(revision.ref, revision.commit_time, major, given)
-        converter = _Converter(source, revision, version, options, source.card(revision),
-                               progress)
-        jobs = options.jobs or min(4, os.cpu_count() or 1)
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(converter.convert_variant, v, folders[v.name]) for v in chosen]
-            wheels = tuple(f.result() for f in futures)
-    return ConversionResult(source.display, revision, version, wheels, selection.not_variants)
+    with tempfile.TemporaryDirectory(prefix="kernel-wheels-") as work, \
+            output.staging() as staging:
+        pool = _pool(options.jobs, len(chosen))
+        cancel = threading.Event()
+        try:
+            run = _Conversion(source, request, revision, options, staging, pool, progress, cancel)
+            for name, fetched in source.fetch(revision, list(chosen), Path(work)):
+                run.arrive(chosen[name], fetched)
+            produced = run.finish()
+            version = run.version()
+        except BaseException:
+            cancel.set()  # wheels being written stop at their next chunk
+            raise
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+        # All or nothing: every clash is found before the first wheel is placed (and no
+        # other run places wheels here in between).
+        with output.placing():
+            clashes = [found for wheel in produced
+                       if (found := output.conflict(wheel.filename, wheel.temp)) is not None]
+            if clashes:
+                more = f" (and {len(clashes) - 1} more)" if len(clashes) > 1 else ""
+                raise OutputExistsError(clashes[0] + more)
+            results = []
+            for wheel in produced:
+                status = output.place(wheel.filename, wheel.temp)
+                progress(f"☸ {wheel.filename}")
+                results.append(WheelResult(wheel.variant, output.path / wheel.filename,
+                                           wheel.sha256, wheel.size, status, wheel.report))
+    return ConversionResult(source.display, revision, version, tuple(results),
+                            selection.not_variants)

@@ -56,6 +56,10 @@ class MetadataError(KernelWheelsError):
     """metadata.json, licence or python-depends cannot be turned into wheel metadata."""
 
 
+class OutputError(KernelWheelsError):
+    """The output folder cannot take wheels: a file in the way, no permission."""
+
+
 class OutputExistsError(KernelWheelsError):
     """A different wheel with the same name already exists (use --force)."""
 
@@ -66,3 +70,44 @@ class CheckFailedError(KernelWheelsError):
 
 class BuildError(KernelWheelsError):
     """Compiling a kernel source tree failed."""
+
+
+class DistributionError(KernelWheelsError):
+    """Indexing, publishing or installing wheels failed."""
+
+
+class IndexConflictError(DistributionError):
+    """A different file already exists under the same name on an index or in a site."""
+
+
+class IndexServerError(DistributionError):
+    """A package index cannot be reached, or answered with an error."""
+
+
+class IndexAuthenticationError(IndexServerError):
+    """A package index refused the credentials (or needs some)."""
+
+
+class NoMatchingWheelError(DistributionError):
+    """No wheel on the index fits the target environment."""
+
+
+class EnvironmentProbeError(DistributionError):
+    """The target Python cannot be inspected."""
+
+
+class ServeError(KernelWheelsError):
+    """``kernel-wheels serve`` cannot start (address in use, unreadable htpasswd file)."""
+
+
+class ListingUnavailableError(ServeError):
+    """A kernel's releases cannot be listed and no earlier listing is cached."""
+
+
+class WheelUnavailableError(ServeError):
+    """A listed wheel cannot be made: the Hub is unreachable, or its conversion or
+    check failed. ``upstream`` tells a Hub failure (HTTP 502) from ours (HTTP 500)."""
+
+    def __init__(self, message: str, *, upstream: bool) -> None:
+        super().__init__(message)
+        self.upstream = upstream

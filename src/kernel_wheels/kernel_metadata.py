@@ -4,6 +4,7 @@ and the pip requirements its ``python-depends`` stand for."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,28 +34,52 @@ def read_kernel_metadata(path: Path | None) -> KernelMetadata:
         raw = json.loads(path.read_text("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise MetadataError(f"{path.parent.name}/metadata.json is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise MetadataError(f"{path.parent.name}/metadata.json is nested too deeply") from None
     if not isinstance(raw, dict):
         raise MetadataError(f"{path.parent.name}/metadata.json is not a JSON object")
 
-    def text(key: str) -> str | None:
-        value = raw.get(key)
-        return value if isinstance(value, str) and value else None
+    where = f"{path.parent.name}/metadata.json"
 
-    depends = raw.get("python-depends", [])
-    if not isinstance(depends, list) or not all(isinstance(d, str) for d in depends):
-        raise MetadataError(f"{path.parent.name}/metadata.json: python-depends must be a list")
-    backend: dict[str, Any] = raw["backend"] if isinstance(raw.get("backend"), dict) else {}
-    version = raw.get("version")
+    def typed(key: str, kind: type | tuple[type, ...], what: str) -> Any:
+        value = raw.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+            raise MetadataError(f"{where}: '{key}' must be {what}, not {type(value).__name__}")
+        return value
+
+    name = typed("name", str, "a string")
+    if name is not None and not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", name):
+        raise MetadataError(f"{where}: 'name' {name!r} is not a valid kernel name")
+    depends = typed("python-depends", list, "a list of names") or []
+    if not all(isinstance(d, str) for d in depends):
+        raise MetadataError(f"{where}: 'python-depends' must be a list of names")
+    backend: dict[str, Any] = typed("backend", dict, "an object") or {}
+    if not isinstance(backend.get("type", ""), str):
+        raise MetadataError(f"{where}: 'backend.type' must be a string")
+    archs = backend.get("archs") or []
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise MetadataError(f"{where}: 'backend.archs' must be a list of strings")
+    digest: dict[str, Any] = typed("digest", dict, "an object") or {}
+    if not isinstance(digest.get("algorithm", ""), str):
+        raise MetadataError(f"{where}: 'digest.algorithm' must be a string")
+    files = digest.get("files", {})
+    if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+        raise MetadataError(f"{where}: 'digest.files' must be an object of file: sha256 strings")
+    version = typed("version", int, "an integer (the major version)")
+    if version is not None and version < 0:
+        raise MetadataError(f"{where}: 'version' {version} is not a major version (0 or more)")
     return KernelMetadata(
-        name=text("name"),
-        id=text("id"),
-        version=version if isinstance(version, int) and not isinstance(version, bool) else None,
-        license=text("license"),
-        upstream=text("upstream"),
-        source=text("source"),
+        name=name or None,
+        id=typed("id", str, "a string") or None,
+        version=version,
+        license=typed("license", str, "a string") or None,
+        upstream=typed("upstream", str, "a string") or None,
+        source=typed("source", str, "a string") or None,
         python_depends=tuple(depends),
-        backend=backend.get("type"),
-        archs=tuple(str(a) for a in backend.get("archs") or ()),
+        backend=backend.get("type") or None,
+        archs=tuple(archs),
         raw=raw,
     )
 

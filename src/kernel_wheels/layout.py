@@ -4,10 +4,19 @@ Two layouts exist: legacy (``<variant>/<module>/__init__.py``) and flat
 (``<variant>/__init__.py`` plus a compatibility sub-package ``<variant>/<module>/``).
 Either way the wheel holds the package under ``<module>/``; the flat layout's
 compatibility sub-package is not needed there and is left out.
+
+Every file of the folder is either packed or left out by one of the rules above (and
+reported), or the conversion stops naming it: nothing is dropped silently. Refused:
+FIFOs, sockets and device files, symbolic links leading outside the source, git-LFS
+pointers, names a wheel cannot carry (backslashes, control characters, bytes that are
+not UTF-8).
 """
 
 from __future__ import annotations
 
+import os
+import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +24,7 @@ from .errors import LfsPointerError, VariantError
 
 LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/v1"
 _MAX_POINTER_SIZE = 1024
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -29,6 +39,9 @@ class VariantLayout:
     kind: str  # "flat" or "legacy"
     module: str
     files: tuple[PackedFile, ...]
+    #: Files left out by design (byte-code caches, the flat layout's compatibility
+    #: sub-package), relative to the variant folder.
+    left_out: tuple[str, ...] = ()
 
 
 def wheel_arcname(relpath: str, kind: str, module: str) -> str | None:
@@ -51,9 +64,68 @@ def is_lfs_pointer(path: Path) -> bool:
         return stream.read(len(LFS_POINTER_PREFIX)) == LFS_POINTER_PREFIX
 
 
+def _checked_name(relpath: str, variant: str) -> str:
+    try:
+        relpath.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(relpath).decode("utf-8", "backslashreplace")
+        raise VariantError(f"{variant}/{_escaped(shown)} has a name that is not UTF-8; "
+                           "rename it") from None
+    if _CONTROL.search(relpath):
+        raise VariantError(f"{variant}/{_escaped(relpath)} has a control character in its name, "
+                           "which a wheel cannot carry portably; rename it")
+    if "\\" in relpath:
+        raise VariantError(f"{variant}/{relpath} has a backslash in its name, which a wheel "
+                           "cannot carry portably; rename it")
+    return relpath
+
+
+def _escaped(name: str) -> str:
+    """``name`` with control characters (a newline...) written as ``\\xNN``: one line."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", name)
+
+
+def _walk(variant_dir: Path, link_root: Path) -> list[tuple[Path, str]]:
+    """Every regular file under ``variant_dir`` (``(path, relpath)``), following symbolic
+    links that stay inside ``link_root`` (each real folder once, so a link loop ends)."""
+    root = link_root.resolve()
+    files: list[tuple[Path, str]] = []
+    seen: set[Path] = set()
+    pending = [(variant_dir, "")]
+    while pending:
+        folder, prefix = pending.pop()
+        real = folder.resolve()
+        if real in seen:
+            continue
+        seen.add(real)
+        with os.scandir(folder) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                relpath = _checked_name(prefix + entry.name, variant_dir.name)
+                path = Path(entry.path)
+                if entry.is_symlink():
+                    target = path.resolve()
+                    if not target.is_relative_to(root):
+                        raise VariantError(
+                            f"{variant_dir.name}/{relpath} is a symbolic link that leads outside "
+                            "the source; refusing to pack it")
+                    if not target.exists():
+                        raise VariantError(f"{variant_dir.name}/{relpath} is a broken symbolic link")
+                mode = path.stat().st_mode  # follows links (inside the source, checked above)
+                if stat.S_ISDIR(mode):
+                    pending.append((path, relpath + "/"))
+                elif stat.S_ISREG(mode):
+                    files.append((path, relpath))
+                else:
+                    kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+                            else "a device file")
+                    raise VariantError(f"{variant_dir.name}/{relpath} is {kind}, not a file; "
+                                       "refusing to pack it")
+    return sorted(files, key=lambda item: item[1])
+
+
 def read_layout(variant_dir: Path, module: str, link_root: Path) -> VariantLayout:
-    """Classify a variant folder and list the files to pack, refusing LFS pointers and
-    symbolic links that lead outside ``link_root``."""
+    """Classify a variant folder and list the files to pack (see the module docstring
+    for what is refused)."""
     if (variant_dir / "__init__.py").is_file():
         kind = "flat"
     elif (variant_dir / module / "__init__.py").is_file():
@@ -64,20 +136,15 @@ def read_layout(variant_dir: Path, module: str, link_root: Path) -> VariantLayou
         raise VariantError(
             f"{variant_dir.name}: no Python package: neither __init__.py nor "
             f"{module}/__init__.py{hint}")
-    files = []
-    for path in sorted(variant_dir.rglob("*")):
-        if path.is_symlink() and not path.resolve().is_relative_to(link_root.resolve()):
-            raise VariantError(f"{variant_dir.name}/{path.relative_to(variant_dir)} is a symbolic "
-                               "link that leads outside the source; refusing to pack it")
-        if not path.is_file():
-            continue
-        relpath = path.relative_to(variant_dir).as_posix()
+    files, left_out = [], []
+    for path, relpath in _walk(variant_dir, link_root):
         arcname = wheel_arcname(relpath, kind, module)
         if arcname is None:
+            left_out.append(relpath)
             continue
         if is_lfs_pointer(path):
             raise LfsPointerError(
                 f"{variant_dir.name}/{relpath} is a git-LFS pointer, not the file itself "
                 "(fetch LFS objects: git lfs pull, or use the Hub source)")
         files.append(PackedFile(path, relpath, arcname))
-    return VariantLayout(kind, module, tuple(files))
+    return VariantLayout(kind, module, tuple(files), tuple(left_out))

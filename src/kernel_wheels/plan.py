@@ -84,11 +84,15 @@ def torch_requirement(variant: Variant) -> str:
     return f"torch=={variant.framework_version_str}.*"
 
 
+def check_distribution_name(name: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", name):
+        raise UsageError(f"'{name}' is not a valid distribution name")
+    return name
+
+
 def plan_wheel(variant: Variant, kernel_name: str, version: str, options: TagOptions,
                dist_name: str | None = None) -> WheelPlan:
-    project = dist_name or kernel_name
-    if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", project):
-        raise UsageError(f"'{project}' is not a valid distribution name")
+    project = check_distribution_name(dist_name or kernel_name)
     label = variant.local_label
     full = Version(f"{version}+{label}" if label else version)
     if variant.noarch:

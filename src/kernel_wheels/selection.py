@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass
 
-from .errors import SelectionError, VariantError
+from . import data
+from .errors import SelectionError, UsageError, VariantError
 from .variants import Variant, parse_variant
 
 
@@ -16,6 +18,30 @@ class VariantFilter:
     backends: tuple[str, ...] = ()  # "cuda", "cpu", or a tag such as "cu128"
     cpu_archs: tuple[str, ...] = ()
     oses: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        """Filter values are checked before anything is fetched: a typo must not look
+        like a kernel with no such variant."""
+        table = data.load("variants")
+        backend_types = {spec["type"] for spec in table["backends"].values()}
+        backend_types |= set(table["noarch_backends"]) | {"universal"}
+        versioned = "|".join(k for k, spec in table["backends"].items() if "version_digits" in spec)
+        for value in self.torch:
+            if not re.fullmatch(r"\d+\.\d+", value):
+                raise UsageError(f"--torch '{value}' is not a torch version like 2.7")
+        for value in self.backends:
+            if value not in backend_types and not re.fullmatch(rf"(?:{versioned})\d+", value):
+                raise UsageError(f"--backend '{value}' is not a backend ({', '.join(sorted(backend_types))}) "
+                                 "or a backend tag like cu128")
+        for value in self.cpu_archs:
+            if value not in table["cpu_archs"]:
+                raise UsageError(f"--arch '{value}' is not one of {', '.join(table['cpu_archs'])}")
+        for value in self.oses:
+            if value not in table["operating_systems"]:
+                raise UsageError(f"--os '{value}' is not one of {', '.join(table['operating_systems'])}")
+        for value in self.patterns:
+            if not value.strip():
+                raise UsageError("--variant is empty")
 
     def matches(self, variant: Variant) -> bool:
         if self.patterns and not any(fnmatch.fnmatchcase(variant.name, p) for p in self.patterns):
@@ -55,5 +81,9 @@ def select_variants(names: list[str], filters: VariantFilter, where: str) -> Sel
     if not chosen:
         existing = ", ".join(v.name for v in variants) or "none"
         what = "the filters select no variant" if not filters.empty else "no build variants"
-        raise SelectionError(f"{what} in {where}; variants that exist: {existing}")
+        why = ""
+        if skipped and not variants:  # say why the folders that are there are not variants
+            more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
+            why = f" ({skipped[0][1]}{more})"
+        raise SelectionError(f"{what} in {where}; variants that exist: {existing}{why}")
     return Selection(chosen, tuple(skipped))

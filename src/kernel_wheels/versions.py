@@ -1,20 +1,23 @@
 """Version requests (``1.1.2``, ``v1.1.2``, ``>=1.1.2,<2``, ``1``, ``--revision R``) and
 the wheel version ``V`` they give.
 
-Rules (also in the README):
-- a release tag ``vX.Y.Z`` gives ``V = X.Y.Z``;
-- any other revision (a major branch ``v1``, a branch, a SHA) gives
-  ``V = <major>.<YYYYMMDD>.<HHMMSS>`` of its commit time in UTC, so a later build sorts
-  higher and sorts above the major's tagged releases; ``<major>`` comes from the branch
-  name ``vN`` or from metadata.json's ``version``. Commits of the same second are told
-  apart by the commit SHA in the provenance, not the file name.
+Rules (also in docs/wheel-contract.md):
+- a commit with a release tag ``vX.Y.Z`` gives ``V = X.Y.Z``, however it was asked for
+  (``1.1.2``, a range, the branch ``v1`` or the SHA of that commit);
+- any other commit (a later build on the major branch ``v1``, a branch, a SHA) is a
+  snapshot: ``V = <R>.post0.dev<YYYYMMDDHHMMSS>`` of its commit time in UTC, where ``R`` is
+  the newest release of the same major not newer than the commit (``<major>.0.0`` and no
+  ``.post0`` when there is none). It sorts after ``R`` and before any later release, and
+  installers skip it unless asked (a development release). ``<major>`` comes from the
+  branch name ``vN`` or from metadata.json's ``version``. Commits of the same second are
+  told apart by the commit SHA in the provenance, not the file name.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -22,8 +25,10 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from .errors import RevisionNotFoundError, UsageError
+from .revision import Revision
 
 _TAG = re.compile(r"v(\d+(?:\.\d+)*)")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class RequestKind(Enum):
@@ -51,6 +56,9 @@ class VersionRequest:
 
 def parse_request(version: str | None, revision: str | None = None) -> VersionRequest:
     """Turn the command line's VERSION / --revision into a request."""
+    for what, given in (("--revision", revision), ("VERSION", version)):
+        if given is not None and _CONTROL.search(given.strip()):
+            raise UsageError(f"{what} {given!r} has a control character")
     if revision is not None:
         if not revision.strip():
             raise UsageError("--revision is empty")
@@ -58,9 +66,9 @@ def parse_request(version: str | None, revision: str | None = None) -> VersionRe
     if version is None or not version.strip():
         raise UsageError("give a VERSION (e.g. 1.1.2, '>=1.1,<2' or 1) or --revision")
     text = version.strip()
-    if text.isdigit():
+    if re.fullmatch(r"[0-9]+", text):
         return VersionRequest(RequestKind.MAJOR, text)
-    if re.fullmatch(r"v?\d+(\.\d+)+", text):
+    if re.fullmatch(r"v?[0-9]+(\.[0-9]+)+", text):
         return VersionRequest(RequestKind.EXACT, text.removeprefix("v"))
     if any(op in text for op in "<>=!~"):
         try:
@@ -126,16 +134,51 @@ def describe_versions(refs: list[str]) -> str:
     return ", ".join(names) if names else "none (no vX.Y.Z tags or vN branches)"
 
 
-def wheel_version(ref: str | None, commit_time: int | None, major: int | None,
-                  given: str | None = None) -> str:
+def releases_around(commit: str, commit_time: int | None, tags: Mapping[str, str],
+                    commit_time_of: Callable[[str], int | None]) -> tuple[str | None, tuple[str, ...]]:
+    """(the highest release tag at ``commit``, the release versions not newer than it).
+
+    The second part is only computed for a commit that is not a release (it may cost a
+    Hub call per tag, remembered per commit); ``commit_time_of`` gives a commit's time.
+    """
+    releases = {tag: v for tag in tags if (v := tag_version(tag)) is not None}
+    at_commit = sorted((v, tag) for tag, v in releases.items() if tags[tag] == commit)
+    if at_commit:
+        return at_commit[-1][1], ()
+    if commit_time is None:
+        return None, ()
+    earlier = []
+    for tag, version in releases.items():
+        when = commit_time_of(tags[tag])
+        if when is not None and when <= commit_time:
+            earlier.append(version)
+    return None, tuple(str(v) for v in sorted(earlier))
+
+
+def snapshot_version(major: int, commit_time: int, earlier_releases: Sequence[str]) -> str:
+    """The version of a build that is not a release: ``<last release>.post0.dev<UTC time>``.
+
+    It sorts after the release it comes from (the newest release of the same major not
+    newer than the commit) and before any later release, and it is a development release,
+    which pip and uv skip unless asked (``--pre``, or the exact version).
+    """
+    stamp = int(time.strftime("%Y%m%d%H%M%S", time.gmtime(commit_time)))
+    same_major = [Version(v) for v in earlier_releases if Version(v).major == major]
+    if same_major:
+        return str(Version(f"{max(same_major)}.post0.dev{stamp}"))
+    return str(Version(f"{major}.0.0.dev{stamp}"))
+
+
+def wheel_version(revision: Revision, major: int | None, given: str | None = None) -> str:
     """The wheel version ``V`` for a resolved revision (rules in the module docstring)."""
     if given is not None:
         try:
             return str(Version(given))
         except InvalidVersion:
             raise UsageError(f"'{given}' is not a valid version (PEP 440)") from None
-    if ref is not None and (v := tag_version(ref)) is not None:
+    if revision.release is not None and (v := tag_version(revision.release)) is not None:
         return str(v)
+    ref = revision.ref
     if ref is not None and (branch := re.fullmatch(r"v(\d+)", ref)):
         major = int(branch[1])
     if major is None:
@@ -143,7 +186,6 @@ def wheel_version(ref: str | None, commit_time: int | None, major: int | None,
             f"cannot tell the kernel's major version at {ref or 'this revision'}: "
             "give the wheel version explicitly (e.g. to-wheel SOURCE 1.2.0 --revision R)"
         )
-    if commit_time is None:
+    if revision.commit_time is None:
         raise UsageError("the source gives no commit time for this revision: give the version")
-    stamp = time.gmtime(commit_time)
-    return str(Version(f"{major}.{time.strftime('%Y%m%d', stamp)}.{time.strftime('%H%M%S', stamp)}"))
+    return snapshot_version(major, revision.commit_time, revision.earlier_releases)

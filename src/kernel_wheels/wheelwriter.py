@@ -1,9 +1,10 @@
 """Writing a wheel reproducibly and placing it atomically.
 
-Members are streamed (constant memory, whatever the size of a kernel's binaries)
-and hashed while written; ``wheel.wheelfile.WheelFile`` would read each member
-into memory. RECORD follows the wheel spec. Reproducible: sorted members, one
-fixed timestamp, fixed permissions, fixed deflate level.
+Each member is read once: hashed (RECORD), checksummed and deflated in the same pass
+(``zipwriter``), in constant memory whatever the size of a kernel's binaries. The
+hashes are returned, so the checks that follow need not read the wheel again.
+Reproducible: members in the caller's order (sorted, dist-info last), one fixed
+timestamp, fixed permissions, a fixed compressor and level.
 """
 
 from __future__ import annotations
@@ -15,17 +16,21 @@ import io
 import os
 import shutil
 import tempfile
+import threading
 import time
-import zipfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import compression
 from .errors import OutputExistsError
+from .zipwriter import ZipWriter
 
 ZIP_EPOCH_MIN = 315532800  # 1980-01-01: the earliest time a zip entry can hold
-_CHUNK = 1 << 20
+ZIP_EPOCH_MAX = 4354819198  # 2107-12-31 23:59:58: the latest
+_CHUNK = 1 << 18  # small enough to stay in cache between hashing and deflating
+_LARGE = 0xFFFFFFFF - (1 << 20)  # members near 4 GiB get zip64 headers up front
 
 
 @dataclass(frozen=True)
@@ -36,56 +41,84 @@ class Member:
     executable: bool = False
 
 
+@dataclass(frozen=True)
+class WrittenMember:
+    arcname: str
+    sha256: bytes  # raw digest
+    size: int
+
+
+@dataclass(frozen=True)
+class WrittenWheel:
+    path: Path
+    members: tuple[WrittenMember, ...]  # RECORD itself excluded
+    record: str
+
+
 def zip_timestamp(epoch: int) -> tuple[int, int, int, int, int, int]:
-    stamp = time.gmtime(max(epoch, ZIP_EPOCH_MIN))
-    return stamp[:6]
+    stamp = time.gmtime(min(max(epoch, ZIP_EPOCH_MIN), ZIP_EPOCH_MAX))
+    return (stamp.tm_year, stamp.tm_mon, stamp.tm_mday, stamp.tm_hour, stamp.tm_min,
+            stamp.tm_sec)
 
 
-def _record_hash(digest: bytes) -> str:
+def record_hash(digest: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
-def _zipinfo(arcname: str, date_time: tuple[int, int, int, int, int, int],
-             executable: bool) -> zipfile.ZipInfo:
-    info = zipfile.ZipInfo(arcname, date_time)
-    info.compress_type = zipfile.ZIP_DEFLATED
-    info.create_system = 3  # Unix, so that permissions are honoured
-    info.external_attr = ((0o755 if executable else 0o644) | 0o100000) << 16
-    return info
+class Cancelled(Exception):
+    """The run was interrupted while this wheel was being written."""
 
 
-def write_wheel(path: Path, members: Iterable[Member], dist_info: str, epoch: int) -> None:
+def _chunks(member: Member, digest: hashlib._Hash, sizes: list[int],
+            cancel: threading.Event | None) -> Iterator[bytes]:
+    """The member's bytes, hashed on the way through."""
+    if member.source is None:
+        data = member.content or b""
+        digest.update(data)
+        sizes.append(len(data))
+        yield data
+        return
+    with member.source.open("rb") as stream:
+        while chunk := stream.read(_CHUNK):
+            if cancel is not None and cancel.is_set():
+                raise Cancelled(member.arcname)
+            digest.update(chunk)
+            sizes.append(len(chunk))
+            yield chunk
+
+
+def write_wheel(path: Path, members: Iterable[Member], dist_info: str, epoch: int,
+                level: int = compression.DEFAULT_LEVEL,
+                cancel: threading.Event | None = None) -> WrittenWheel:
     """Write ``members`` (then RECORD) to ``path``; ``dist_info`` members go last."""
     ordered = sorted(members, key=lambda m: (m.arcname.startswith(dist_info + "/"), m.arcname))
-    date_time = zip_timestamp(epoch)
-    records: list[tuple[str, str, str]] = []
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
+    written: list[WrittenMember] = []
+    with path.open("wb") as stream:
+        zf = ZipWriter(stream, zip_timestamp(epoch))
         for member in ordered:
-            info = _zipinfo(member.arcname, date_time, member.executable)
             digest = hashlib.sha256()
-            size = 0
-            large = member.source is not None and member.source.stat().st_size > 2**31
-            with zf.open(info, "w", force_zip64=large) as out:
-                stream = member.source.open("rb") if member.source else io.BytesIO(
-                    member.content or b"")
-                with stream:
-                    while chunk := stream.read(_CHUNK):
-                        digest.update(chunk)
-                        size += len(chunk)
-                        out.write(chunk)
-            records.append((member.arcname, _record_hash(digest.digest()), str(size)))
+            sizes: list[int] = []
+            large = member.source is not None and member.source.stat().st_size > _LARGE
+            mode = (0o755 if member.executable else 0o644) | 0o100000
+            zf.add(member.arcname, _chunks(member, digest, sizes, cancel), mode=mode,
+                   deflater=compression.deflater(level), crc32=compression.crc32, large=large)
+            written.append(WrittenMember(member.arcname, digest.digest(), sum(sizes)))
         record_name = f"{dist_info}/RECORD"
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerows(records)
+        writer.writerows((m.arcname, record_hash(m.sha256), str(m.size)) for m in written)
         writer.writerow((record_name, "", ""))
-        zf.writestr(_zipinfo(record_name, date_time, False), buffer.getvalue())
+        record = buffer.getvalue()
+        zf.add(record_name, [record.encode()], mode=0o100644,
+               deflater=compression.deflater(level), crc32=compression.crc32, large=False)
+        zf.close()
+    return WrittenWheel(path, tuple(written), record)
 
 
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as stream:
-        while chunk := stream.read(_CHUNK):
+        while chunk := stream.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
 

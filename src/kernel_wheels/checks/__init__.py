@@ -1,27 +1,37 @@
 """``kernel-wheels check``: prove that a wheel is what its name claims.
 
-One function, :func:`check_wheel`, runs every check that applies and returns a
-:class:`CheckReport`; nothing here raises for a bad wheel.
+Three steps, one module each: gather the facts (``facts``: read an existing wheel once,
+or take what the writer computed), dispatch each binary to the reader for its format,
+and judge (``contents``, ``digests``, ``elf``, ``manylinux``, ``abi3``, ``foreign``).
+Nothing here raises for a bad wheel: :func:`check_wheel` returns a :class:`CheckReport`.
 """
 
 from __future__ import annotations
 
-import shutil
+import multiprocessing
+import os
 import tempfile
-import zipfile
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from .abi3 import check_abi3
-from .contents import check_metadata_and_wheel, check_record, is_binary_name, parse_filename
-from .digests import check_digests, read_provenance
-from .elf import ELF_MAGIC, check_structure, manylinux_findings, read_elf
+from packaging.tags import Tag
+from packaging.utils import InvalidWheelFilename
+
+from ..wheelwriter import Member, WrittenWheel
+from .abi3 import check_abi3, check_abi3_with_abi3audit
+from .contents import check_metadata_and_wheel, parse_filename
+from .digests import check_digests
+from .elf import check_structure
+from .elffile import ELF_MAGIC, ElfError, ElfInfo, read_elf
+from .facts import UNREADABLE, WheelFacts, read_wheel_facts, written_wheel_facts
 from .foreign import MACHO_MAGICS, check_macho, check_pe
+from .manylinux import manylinux_findings
 from .report import CheckReport, Finding, Status
 
-__all__ = ["CheckReport", "Finding", "Status", "check_wheel"]
+__all__ = ["CheckReport", "Finding", "Status", "check_wheel", "check_wheels", "check_written_wheel"]
 
-
+_LINUX_PLATFORMS = ("manylinux", "linux", "musllinux")
 # magic bytes -> (check name, platform tag prefix, description, checker)
 _FOREIGN: dict[bytes, tuple[str, str, str, Callable[[Path, str, str], list[Finding]]]] = {
     **{magic: ("macho", "macosx_", "a macOS binary", check_macho) for magic in MACHO_MAGICS},
@@ -38,66 +48,126 @@ def _platform_arch(platform: str) -> str | None:
 
 def check_wheel(path: Path, *, filename: str | None = None) -> CheckReport:
     """Run every check on the wheel at ``path``. ``filename`` is the name it claims
-    (defaults to the file's own name; the converter checks a staged copy)."""
+    (defaults to the file's own name)."""
     filename = filename or path.name
-    path = path.resolve()  # auditwheel changes the working directory while it runs
     if not path.is_file():
-        return CheckReport(filename, (Finding("wheel", Status.FAIL, f"{path} does not exist"),))
+        what = "is a folder, not a wheel" if path.is_dir() else "does not exist"
+        return CheckReport(filename, (Finding("wheel", Status.FAIL, f"{path} {what}"),))
     try:
-        _, _, tags = parse_filename(filename)
-        with zipfile.ZipFile(path) as zf:
-            members = [i.filename for i in zf.infolist() if not i.is_dir()]
-    except (zipfile.BadZipFile, ValueError) as exc:
-        return CheckReport(filename, (Finding("wheel", Status.FAIL, f"unreadable wheel: {exc}"),))
+        parse_filename(filename)
+    except InvalidWheelFilename as exc:
+        return CheckReport(filename, (Finding("wheel", Status.FAIL,
+                                              f"invalid wheel file name: {exc}"),))
+    with _Scratch() as scratch:
+        try:
+            facts = read_wheel_facts(path, filename, scratch.folder)
+        except UNREADABLE as exc:
+            return CheckReport(filename, (Finding("wheel", Status.FAIL,
+                                                  f"unreadable wheel: {exc}"),))
+        return evaluate(facts)
 
-    findings = check_record(path)
-    findings += check_metadata_and_wheel(path, filename, members)
-    dist_info = next((m.split("/")[0] for m in members if m.endswith(".dist-info/METADATA")), "")
+
+class _Scratch:
+    """A temporary folder made only when a binary needs extracting: most wheels of an
+    index are small pure-Python ones, and a folder made and removed per wheel costs
+    more than checking such a wheel."""
+
+    def __init__(self) -> None:
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
+
+    def folder(self) -> Path:
+        if self._folder is None:
+            self._folder = tempfile.TemporaryDirectory(prefix="kernel-wheels-check-")
+        return Path(self._folder.name)
+
+    def __enter__(self) -> _Scratch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._folder is not None:
+            self._folder.cleanup()
+
+
+def check_wheels(paths: list[Path], *, jobs: int = 0) -> list[CheckReport]:
+    """:func:`check_wheel` on many wheels, in worker processes when there are several."""
+    workers = min(jobs or os.cpu_count() or 1, len(paths))
+    if workers <= 1:
+        return [check_wheel(path) for path in paths]
+    context = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        return list(pool.map(check_wheel, paths))
+
+
+def check_written_wheel(written: WrittenWheel, members: list[Member], filename: str) -> CheckReport:
+    """Check a wheel this process just wrote, from what the writer computed."""
+    return evaluate(written_wheel_facts(written, members, filename))
+
+
+def evaluate(facts: WheelFacts) -> CheckReport:
+    """Judge the facts of one wheel against everything its name claims."""
+    _, _, tags = parse_filename(facts.filename)
+    findings = list(facts.findings)
+    findings += check_metadata_and_wheel(facts)
+    findings += check_digests(facts)
+    binary_findings, honest = _check_binaries(facts, tags)
+    findings += binary_findings
+    return CheckReport(facts.filename, tuple(findings), honest)
+
+
+def _check_binaries(facts: WheelFacts, tags: frozenset[Tag]) -> tuple[list[Finding], str | None]:
+    platforms = sorted({t.platform for t in tags})
+    linux = [p for p in platforms if p.startswith(_LINUX_PLATFORMS)]
+    findings: list[Finding] = []
+    elf_infos: list[ElfInfo] = []
+    foreign = False
+    for arcname, path in sorted(facts.binaries.items()):
+        with path.open("rb") as stream:
+            head = stream.read(4)
+        if head == ELF_MAGIC:
+            try:
+                info = read_elf(path, arcname)
+            except ElfError as exc:
+                findings.append(Finding("elf", Status.FAIL, str(exc)))
+                continue
+            elf_infos.append(info)
+            if not linux:
+                findings.append(Finding("elf", Status.FAIL, f"{arcname} is a Linux ELF file in a "
+                                                            f"wheel for {', '.join(platforms)}"))
+            for arch in [_platform_arch(p) for p in linux] or [None]:
+                findings += check_structure(info, arch)
+        elif (kind := _FOREIGN.get(head[:2]) or _FOREIGN.get(head[:4])) is not None:
+            foreign = True
+            check, prefix, what, checker = kind
+            matching = [p for p in platforms if p.startswith(prefix)]
+            if not matching:
+                findings.append(Finding(check, Status.FAIL, f"{arcname} is {what} in a wheel "
+                                                            f"for {', '.join(platforms)}"))
+            for platform in matching:
+                findings += checker(path, arcname, platform)
+        else:
+            findings.append(Finding("binary", Status.FAIL,
+                                    f"{arcname} is not an ELF, Mach-O or PE binary"))
     honest = None
-    with zipfile.ZipFile(path) as zf, \
-            tempfile.TemporaryDirectory(prefix="kernel-wheels-check-") as scratch:
-        findings += check_digests(zf, read_provenance(zf, dist_info))
-        binaries = [m for m in members if is_binary_name(m)]
-        platforms = sorted({t.platform for t in tags})
-        elf_infos = []
-        foreign = False
-        for arcname in binaries:
-            target = Path(scratch) / arcname
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(arcname) as src, target.open("wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-            with target.open("rb") as stream:
-                head = stream.read(4)
-            if head == ELF_MAGIC:
-                info = read_elf(target, arcname)
-                elf_infos.append(info)
-                linux = [p for p in platforms if p.startswith(("manylinux", "linux", "musllinux"))]
-                if not linux:
-                    findings.append(Finding("elf", Status.FAIL,
-                                            f"{arcname} is a Linux ELF file in a wheel for "
-                                            f"{', '.join(platforms)}"))
-                for arch in [_platform_arch(p) for p in linux] or [None]:
-                    findings += check_structure(info, arch)
-            elif (kind := _FOREIGN.get(head[:2]) or _FOREIGN.get(head[:4])) is not None:
-                foreign = True
-                check, prefix, what, checker = kind
-                matching = [p for p in platforms if p.startswith(prefix)]
-                if not matching:
-                    findings.append(Finding(check, Status.FAIL, f"{arcname} is {what} in a wheel "
-                                                                f"for {', '.join(platforms)}"))
-                for platform in matching:
-                    findings += checker(target, arcname, platform)
-            else:
-                findings.append(Finding("binary", Status.FAIL,
-                                        f"{arcname} is not an ELF, Mach-O or PE binary"))
-        manylinux = [p for p in platforms if p.startswith("manylinux")]
-        if elf_infos and manylinux:
-            policy_findings, honest = manylinux_findings(path, elf_infos, manylinux)
-            findings += policy_findings
-        elif elf_infos:
-            findings.append(Finding("manylinux", Status.NOT_VERIFIED,
-                                    f"no manylinux tag ({', '.join(platforms)}): glibc "
-                                    "compatibility not claimed"))
-        if any(t.abi == "abi3" for t in tags) and (elf_infos or foreign):
-            findings += check_abi3(path)
-    return CheckReport(filename, tuple(findings), honest)
+    manylinux = [p for p in platforms if p.startswith("manylinux")]
+    if elf_infos and manylinux:
+        wanted_machine = _machine_of(_platform_arch(manylinux[0]))
+        # A binary of another architecture already failed above; auditwheel skips it too.
+        same_arch = [i for i in elf_infos if wanted_machine is None or i.machine == wanted_machine]
+        policy_findings, honest = manylinux_findings(same_arch or elf_infos, manylinux)
+        findings += policy_findings
+    elif elf_infos:
+        findings.append(Finding("manylinux", Status.NOT_VERIFIED,
+                                f"no manylinux tag ({', '.join(platforms)}): glibc "
+                                "compatibility not claimed"))
+    abi3_tags = [t for t in tags if t.abi == "abi3"]
+    if abi3_tags and elf_infos:
+        findings += check_abi3(elf_infos, max(t.interpreter for t in abi3_tags))
+    elif abi3_tags and foreign and facts.path is not None:
+        findings += check_abi3_with_abi3audit(facts.path)
+    return findings, honest
+
+
+def _machine_of(arch: str | None) -> str | None:
+    from .. import data
+
+    return data.load("binaries")["elf_machines"].get(arch) if arch else None

@@ -1,7 +1,12 @@
-"""Python's limited API: only stable-ABI symbols of the tagged Python version.
+"""Python's limited API: an abi3 wheel's binaries may use only stable-ABI symbols of
+the Python version in its tag (``cp39-abi3`` -> 3.9).
 
-Uses PyPI's ``abi3audit`` (no public Python API, so it runs as a subprocess). It
-does not look at NEEDED; libpython/libtorch_python are refused in checks.elf.
+The same rules as PyPI's ``abi3audit``, on the symbols ``elffile`` already read (both
+symbol tables, as abi3audit does), with the stable-ABI database it uses (``abi3info``):
+a limited-API symbol newer than the tag's Python is a violation, and so is any other
+non-local ``Py*``/``_Py*`` symbol except the ``PyInit_*`` entry points. Local symbols are
+inlined limited-API code and are fine. NEEDED (libpython, libtorch_python) is checked in
+``elf.py``.
 """
 
 from __future__ import annotations
@@ -13,10 +18,48 @@ import sys
 import tempfile
 from pathlib import Path
 
+from abi3info import DATAS, FUNCTIONS
+from abi3info.models import PyVersion, Symbol
+
+from .elffile import ElfInfo
 from .report import Finding, Status
 
 
-def check_abi3(wheel: Path) -> list[Finding]:
+def check_abi3(infos: list[ElfInfo], python_tag: str) -> list[Finding]:
+    baseline = PyVersion.parse_python_tag(python_tag)
+    findings = []
+    for info in infos:
+        computed = baseline
+        violations: set[str] = set()
+        newer: set[str] = set()
+        for symbol in info.python_symbols:
+            if symbol.local:
+                continue
+            known = FUNCTIONS.get(Symbol(symbol.name)) or DATAS.get(Symbol(symbol.name))
+            if known is not None:
+                computed = max(computed, known.added)
+                if known.added > baseline:
+                    newer.add(f"{symbol.name} ({known.added})")
+            elif not symbol.name.startswith("PyInit_"):
+                violations.add(symbol.name)
+        for name in sorted(violations):
+            findings.append(Finding("abi3", Status.FAIL, f"{info.arcname} uses {name}, which is "
+                                                         "not in the stable ABI"))
+        if newer:
+            listed = ", ".join(sorted(newer)[:5]) + (" ..." if len(newer) > 5 else "")
+            findings.append(Finding(
+                "abi3", Status.FAIL,
+                f"{info.arcname} needs the Python {computed} limited API but the wheel is tagged "
+                f"for {baseline}: {listed}"))
+        if not violations and not newer:
+            findings.append(Finding("abi3", Status.PASS,
+                                    f"{info.arcname}: limited API {computed} <= {baseline}"))
+    return findings
+
+
+def check_abi3_with_abi3audit(wheel: Path) -> list[Finding]:
+    """abi3audit itself, for the Mach-O binaries of macOS wheels (its own Mach-O reader;
+    a subprocess, since it has no public Python API)."""
     with tempfile.TemporaryDirectory(prefix="kernel-wheels-abi3-") as scratch:
         report = Path(scratch) / "report.json"
         # Its cache and state go to a scratch folder: checks must not write elsewhere.

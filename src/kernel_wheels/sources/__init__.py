@@ -6,11 +6,13 @@ this protocol, so a new kind of source never touches it."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from ..errors import UsageError
+from ..network import NetworkSettings
 from ..revision import Revision
 from ..versions import VersionRequest
 
@@ -40,8 +42,10 @@ class KernelSource(Protocol):
         """Names of the folders directly under ``build/`` at ``revision``."""
         ...
 
-    def fetch(self, revision: Revision, names: list[str], workdir: Path) -> dict[str, FetchedVariant]:
-        """Local folders holding the named variants (fetched into ``workdir`` if needed)."""
+    def fetch(self, revision: Revision, names: list[str],
+              workdir: Path) -> Iterator[tuple[str, FetchedVariant]]:
+        """Local folders holding the named variants (fetched into ``workdir`` if needed),
+        each yielded as soon as it is complete, in any order."""
         ...
 
     def card(self, revision: Revision) -> str | None:
@@ -53,23 +57,25 @@ _URL = re.compile(r"^(https?|file|ssh|git)://|^[\w.-]+@[\w.-]+:")
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
-def open_source(spec: str, *, repo_type: str | None = None) -> KernelSource:
+def open_source(spec: str, *, repo_type: str | None = None, network: NetworkSettings | None = None,
+                progress: Callable[[str], None] = lambda _: None) -> KernelSource:
     """A source from the command line's SOURCE: a local folder or git repository,
     a git URL, or a Hub repository id (``org/name``)."""
+    network = network or NetworkSettings.from_environment()
     from .folder import FolderSource
     from .git import GitSource, is_git_repository
 
     path = Path(spec).expanduser()
     if path.exists():
         if is_git_repository(path):
-            return GitSource(str(path.resolve()), local=True)
+            return GitSource(str(path.resolve()), local=True, network=network)
         return FolderSource(path)
     if _URL.match(spec):
-        return GitSource(spec, local=False)
+        return GitSource(spec, local=False, network=network)
     if _REPO_ID.match(spec):
         from .hub import HubSource
 
-        return HubSource(spec, repo_type=repo_type)
+        return HubSource(spec, repo_type=repo_type, network=network, progress=progress)
     raise UsageError(
         f"'{spec}' is not an existing folder, a git URL or a Hub repository id (org/name)"
     )

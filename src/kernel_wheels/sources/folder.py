@@ -1,12 +1,14 @@
-"""A plain local folder: ``DIR/build/<variant>/`` or ``DIR/<variant>/``. It has no
-revisions: VERSION is taken as given."""
+"""A plain local folder: ``DIR/build/<variant>/``, ``DIR/<variant>/``, or one variant
+folder itself (``DIR/build/<variant>``). It has no revisions: VERSION is taken as given."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import SourceError, UsageError
 from ..revision import Revision
+from ..variants import try_parse_variant
 from ..versions import RequestKind, VersionRequest
 from . import FetchedVariant
 
@@ -19,6 +21,14 @@ class FolderSource:
         self.build_dir = self.root / "build" if (self.root / "build").is_dir() else self.root
         self.name = (self.root.name if self.build_dir != self.root else self.root.parent.name)
         self.display = str(path)
+        #: A single variant folder given as SOURCE: converted alone.
+        self.single = self.build_dir == self.root and try_parse_variant(self.root.name) is not None
+        self.card_dir = self.root
+        if self.single:
+            self.build_dir = self.root.parent
+            self.card_dir = self.root.parent.parent if self.root.parent.name == "build" \
+                else self.root.parent
+            self.name = self.card_dir.name
 
     def resolve(self, request: VersionRequest | None) -> Revision:
         if request is None:
@@ -31,17 +41,23 @@ class FolderSource:
         return Revision(request.text, None, None, None, None)
 
     def variant_names(self, revision: Revision) -> list[str]:
+        if self.single:
+            return [self.root.name]
         names = sorted(p.name for p in self.build_dir.iterdir()
                        if p.is_dir() and not p.name.startswith("."))
+        if not names and self.build_dir != self.root:
+            raise SourceError(f"{self.display}/build is empty: no variant folders")
         if not names:
             raise SourceError(f"{self.display} has no build/ folder and no variant folders")
         return names
 
-    def fetch(self, revision: Revision, names: list[str], workdir: Path) -> dict[str, FetchedVariant]:
-        return {name: FetchedVariant(self.build_dir / name, self.root) for name in names}
+    def fetch(self, revision: Revision, names: list[str],
+              workdir: Path) -> Iterator[tuple[str, FetchedVariant]]:
+        for name in names:
+            yield name, FetchedVariant(self.build_dir / name, self.root)
 
     def card(self, revision: Revision) -> str | None:
         for name in ("README.md", "CARD.md"):
-            if (self.root / name).is_file():
-                return (self.root / name).read_text("utf-8", errors="replace")
+            if (self.card_dir / name).is_file():
+                return (self.card_dir / name).read_text("utf-8", errors="replace")
         return None

@@ -1,22 +1,29 @@
 """A git repository of a Hub kernel: a local path, or a URL (cloned bare into a cache).
 
-Files are read at the pinned commit with ``git archive``; the working tree, if any,
-is never touched.
+Files are read at the pinned commit, blob by blob, exactly as committed; the working
+tree, if any, is never touched.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import posixpath
 import subprocess
-import tarfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 from ..cache import cache_dir
-from ..errors import RepoNotFoundError, RevisionNotFoundError, SourceError
+from ..errors import NetworkError, RepoNotFoundError, RevisionNotFoundError, SourceError
+from ..network import NetworkSettings
 from ..revision import Revision
-from ..versions import VersionRequest, describe_versions, ref_for_request
+from ..versions import VersionRequest, describe_versions, ref_for_request, releases_around
 from . import FetchedVariant
+from .urls import canonical_git_url, redact
+
+#: Rounds of fetching the targets of symbolic links (a link to a link to a file...).
+_MAX_LINK_ROUNDS = 8
 
 
 def is_git_repository(path: Path) -> bool:
@@ -32,15 +39,30 @@ def is_git_repository(path: Path) -> bool:
     return not top or Path(top).resolve() == path.resolve()
 
 
+def _copy(source: IO[bytes], out: IO[bytes], size: int, path: str) -> None:
+    while size:
+        chunk = source.read(min(size, 1 << 20))
+        if not chunk:
+            raise SourceError(f"git cat-file stopped while reading {path}")
+        out.write(chunk)
+        size -= len(chunk)
+
+
 class GitSource:
-    def __init__(self, location: str, *, local: bool) -> None:
+    def __init__(self, location: str, *, local: bool, network: NetworkSettings | None = None) -> None:
+        self.network = network or NetworkSettings.from_environment()
         self.location = location
-        self.display = location
+        self.display = redact(location)
         self.name = location.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
-        if local:
-            self.git_dir = Path(location)
-        else:
-            self.git_dir = self._clone(location)
+        self._git_dir = Path(location) if local else None
+
+    @property
+    def git_dir(self) -> Path:
+        """The repository; a URL is cloned (or fetched) on first use, not on opening, so
+        that bad options and output folders are reported before any network work."""
+        if self._git_dir is None:
+            self._git_dir = self._clone(self.location)
+        return self._git_dir
 
     # -- git plumbing -------------------------------------------------------------
     def _git(self, *args: str, check: bool = True) -> str:
@@ -54,30 +76,42 @@ class GitSource:
     def _clone(self, url: str) -> Path:
         """A bare mirror in the cache; fetched again on every run to see new refs."""
         target = cache_dir("git") / hashlib.sha256(url.encode()).hexdigest()[:16]
-        env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_LFS_SKIP_SMUDGE": "1"}
+        # A server that stalls below 1 kB/s for the timeout aborts the transfer.
+        env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_LFS_SKIP_SMUDGE": "1",
+               "GIT_HTTP_LOW_SPEED_LIMIT": "1000",
+               "GIT_HTTP_LOW_SPEED_TIME": str(max(1, int(self.network.timeout)))}
         if (target / "HEAD").exists():
             cmd = ["git", "-C", str(target), "fetch", "-q", "--prune", "--tags", "origin",
                    "+refs/heads/*:refs/heads/*"]
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
             cmd = ["git", "clone", "-q", "--bare", url, str(target)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                                  timeout=self.network.timeout * 20)
+        except subprocess.TimeoutExpired:
+            raise NetworkError(f"cannot clone {redact(url)}: no progress within "
+                               f"{self.network.timeout * 20:g} s") from None
         if proc.returncode != 0:
             lines = proc.stderr.strip().splitlines() or ["(no output)"]
             detail = next((ln.removeprefix("fatal: ") for ln in lines if ln.startswith("fatal:")),
                           lines[-1])
             text = proc.stderr.lower()
             if any(hint in text for hint in ("not found", "does not appear", "does not exist")):
-                raise RepoNotFoundError(f"git repository {url} not found: {detail}")
-            raise SourceError(f"cannot clone {url}: {detail}")
+                raise RepoNotFoundError(f"git repository {redact(url)} not found: {redact(detail)}")
+            raise SourceError(f"cannot clone {redact(url)}: {redact(detail)}")
         return target
 
-    def _refs(self) -> tuple[list[str], list[str]]:
-        out = self._git("for-each-ref", "--format=%(refname)", "refs/tags", "refs/heads")
-        tags, branches = [], []
-        for ref in out.split():
+    def _refs(self) -> tuple[dict[str, str], list[str]]:
+        """({tag: the commit it points at}, branch names), in one git call."""
+        out = self._git("for-each-ref", "--format=%(refname) %(objectname) %(*objectname)",
+                        "refs/tags", "refs/heads")
+        tags: dict[str, str] = {}
+        branches: list[str] = []
+        for line in out.splitlines():
+            ref, target, *peeled = line.split()
             if ref.startswith("refs/tags/"):
-                tags.append(ref.removeprefix("refs/tags/"))
+                tags[ref.removeprefix("refs/tags/")] = peeled[0] if peeled else target
             else:
                 branches.append(ref.removeprefix("refs/heads/"))
         return tags, branches
@@ -89,17 +123,26 @@ class GitSource:
     # -- KernelSource -------------------------------------------------------------
     def resolve(self, request: VersionRequest | None) -> Revision:
         tags, branches = self._refs()
-        ref = ref_for_request(request, tags, branches, default="HEAD", where=self.display)
+        ref = ref_for_request(request, list(tags), branches, default="HEAD", where=self.display)
         commit = self._commit(ref)
         if commit is None:
             raise RevisionNotFoundError(
                 f"revision '{ref}' not found in {self.display}; "
-                f"versions that exist: {describe_versions(tags + branches)}")
-        commit_time = int(self._git("show", "-s", "--format=%ct", commit).strip())
-        url = self.location if not Path(self.location).exists() else None
-        if url and url.startswith("https://huggingface.co/"):
-            url = f"{url.removesuffix('.git')}/tree/{commit}"
-        return Revision(request.text if request else ref, ref, commit, commit_time, url)
+                f"versions that exist: {describe_versions([*tags, *branches])}")
+        commit_time = self._commit_time(commit)
+        release, earlier = releases_around(commit, commit_time, tags, self._commit_time)
+        return Revision(request.text if request else ref, ref, commit, commit_time,
+                        self._canonical_url(), release, earlier)
+
+    def _commit_time(self, commit: str) -> int:
+        return int(self._git("show", "-s", "--format=%ct", commit).strip())
+
+    def _canonical_url(self) -> str | None:
+        """The remote's canonical URL; a local repository is known by its ``origin``."""
+        if not Path(self.location).exists():
+            return canonical_git_url(self.location)
+        origin = self._git("config", "--get", "remote.origin.url", check=False).strip()
+        return canonical_git_url(origin) if origin else None
 
     def variant_names(self, revision: Revision) -> list[str]:
         assert revision.commit is not None
@@ -109,19 +152,79 @@ class GitSource:
             raise SourceError(f"{self.display} has no build/ folder at {revision.commit[:12]}")
         return names
 
-    def fetch(self, revision: Revision, names: list[str], workdir: Path) -> dict[str, FetchedVariant]:
+    def fetch(self, revision: Revision, names: list[str],
+              workdir: Path) -> Iterator[tuple[str, FetchedVariant]]:
         assert revision.commit is not None
-        paths = [f"build/{name}" for name in names]
-        proc = subprocess.Popen(
-            ["git", "-C", str(self.git_dir), "archive", "--format=tar", revision.commit, "--",
-             *paths], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        assert proc.stdout is not None
-        with tarfile.open(fileobj=proc.stdout, mode="r|") as archive:
-            archive.extractall(workdir, filter="data")
-        stderr = proc.stderr.read().decode() if proc.stderr else ""
-        if proc.wait() != 0:
-            raise SourceError(f"git archive failed in {self.display}: {stderr.strip()}")
-        return {name: FetchedVariant(workdir / "build" / name, workdir) for name in names}
+        self._extract(revision.commit, [f"build/{name}" for name in names], workdir)
+        for name in names:
+            yield name, FetchedVariant(workdir / "build" / name, workdir)
+
+    def _extract(self, commit: str, paths: list[str], workdir: Path) -> None:
+        """Write the files under ``paths`` at ``commit`` into ``workdir`` exactly as they
+        were committed. Blobs are read with ``cat-file``, not ``git archive``, so no
+        ``.gitattributes`` rule (export-ignore, export-subst, eol) drops or changes a
+        file; the targets of symbolic links elsewhere in the repository come along
+        (the layout then decides whether a link may be followed)."""
+        done: set[str] = set()
+        with subprocess.Popen(["git", "-C", str(self.git_dir), "cat-file", "--batch"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE) as blobs:
+            assert blobs.stdin is not None and blobs.stdout is not None
+            for _ in range(_MAX_LINK_ROUNDS):
+                links = []
+                for mode, sha, path in self._tree(commit, paths):
+                    if path in done:
+                        continue
+                    done.add(path)
+                    if mode == "160000":
+                        raise SourceError(f"{path} is a git submodule: its files are not in "
+                                          f"{self.display} at {commit[:12]}; refusing to convert "
+                                          "without them")
+                    blobs.stdin.write(sha.encode() + b"\n")
+                    blobs.stdin.flush()
+                    header = blobs.stdout.readline().split()
+                    if len(header) != 3:
+                        raise SourceError(f"git cat-file cannot read {path} in {self.display}")
+                    left = int(header[2])
+                    target = workdir / path
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    if mode == "120000":
+                        link = os.fsdecode(blobs.stdout.read(left))
+                        os.symlink(link, target)
+                        links.append(posixpath.normpath(posixpath.join(posixpath.dirname(path),
+                                                                       link)))
+                    else:
+                        with target.open("wb") as out:
+                            _copy(blobs.stdout, out, left, path)
+                    blobs.stdout.read(1)  # the newline after each object
+                # Links leading out of the repository are written as they are; the layout
+                # refuses them by name.
+                paths = [p for p in links if not p.startswith(("/", "../")) and p != ".."]
+                if not paths:
+                    break
+            blobs.stdin.close()
+
+    def _tree(self, commit: str, paths: list[str]) -> list[tuple[str, str, str]]:
+        """``(mode, sha, path)`` of every file under ``paths`` at ``commit``."""
+        proc = subprocess.run(["git", "--literal-pathspecs", "-C", str(self.git_dir), "ls-tree",
+                               "-r", "-z", "--full-tree", commit, "--", *paths],
+                              capture_output=True)
+        if proc.returncode != 0:
+            lines = proc.stderr.decode("utf-8", "replace").strip().splitlines() or ["?"]
+            raise SourceError(f"git ls-tree failed in {self.display}: {lines[-1]}")
+        entries = []
+        for record in proc.stdout.split(b"\0"):
+            if not record:
+                continue
+            meta, _, raw = record.partition(b"\t")
+            mode, _kind, sha = meta.decode().split()
+            path = os.fsdecode(raw)
+            if any(part in ("", ".", "..") for part in path.split("/")):
+                shown = raw.decode("utf-8", "backslashreplace").encode("unicode_escape").decode()
+                raise SourceError(f"{self.display} holds a file named '{shown}' at {commit[:12]}, "
+                                  "which is not a valid path (an empty, '.' or '..' part); "
+                                  "refusing to convert it")
+            entries.append((mode, sha, path))
+        return entries
 
     def card(self, revision: Revision) -> str | None:
         for name in ("README.md", "CARD.md"):

@@ -1,0 +1,113 @@
+"""What goes into one variant's wheel: a :class:`WheelJob`, planned in the main process
+from the fetched variant folder, and the members it stands for.
+
+A job is plain data (it crosses into a worker process): the variant, the kernel's
+identity and version, the tag options, what METADATA says, the provenance record and the
+files to pack. Only things that are the same for everyone converting the same commit
+with the same options go into a job: no local paths, no spelling of the request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .guard import guard_members
+from .kernel_metadata import KernelMetadata, python_requirements
+from .layout import PackedFile, VariantLayout
+from .plan import TagOptions, WheelPlan, plan_wheel
+from .revision import Revision
+from .variants import Variant
+from .wheelmeta import (
+    PROVENANCE_FILE,
+    DescribedKernel,
+    card_body,
+    card_license,
+    metadata_text,
+    normalise_license,
+    provenance_text,
+    wheel_text,
+)
+from .wheelwriter import Member
+
+
+@dataclass(frozen=True)
+class WheelJob:
+    variant: Variant
+    kernel_name: str
+    version: str
+    tags: TagOptions
+    dist_name: str | None
+    described: DescribedKernel
+    provenance: dict[str, Any]
+    files: tuple[PackedFile, ...]
+    module: str
+    epoch: int
+    compression: int
+    check: bool
+    manylinux_auto: bool
+    #: Where the worker writes the wheel (a staging folder inside the output folder).
+    staging: Path
+
+    def plan(self, tags: TagOptions | None = None) -> WheelPlan:
+        return plan_wheel(self.variant, self.kernel_name, self.version, tags or self.tags,
+                          self.dist_name)
+
+
+def summary(name: str, variant: Variant) -> str:
+    if variant.noarch:
+        return f"{name} kernel (Python, {variant.backend})"
+    parts = [f"{variant.framework} {variant.framework_version_str}", variant.backend_tag,
+             f"{variant.cpu_arch} {variant.os}"]
+    return f"{name} kernel ({', '.join(parts)})"
+
+
+def describe(kernel_name: str, variant: Variant, meta: KernelMetadata, card: str | None,
+             revision: Revision, warn: Callable[[str], None]) -> DescribedKernel:
+    return DescribedKernel(
+        summary=summary(kernel_name, variant),
+        description=card_body(card),
+        license=normalise_license(meta.license or card_license(card), warn),
+        requirements=tuple(python_requirements(meta.python_depends, meta.backend or variant.backend)),
+        source_url=revision.url,
+    )
+
+
+def provenance(revision: Revision, variant: Variant, layout: VariantLayout,
+               meta: KernelMetadata) -> dict[str, Any]:
+    """The provenance record (``<dist-info>/kernel_wheels.json``). What the user typed
+    (``1.1.2`` or ``>=1.1,<2``) and where their clone lives are deliberately absent."""
+    return {
+        "generator": f"kernel-wheels {__version__}",
+        "source": revision.source_url,
+        "commit": revision.commit,
+        "commit_time": revision.commit_time,
+        "release": revision.release,
+        "variant": variant.to_dict(),
+        "layout": layout.kind,
+        "module": layout.module,
+        "backend": meta.backend or variant.backend,
+        "archs": list(meta.archs),
+        "metadata_json": meta.raw or None,
+    }
+
+
+def job_members(job: WheelJob, plan: WheelPlan) -> list[Member]:
+    """Every member of the job's wheel under ``plan``, except RECORD."""
+    members = [Member(f.arcname, source=f.source, executable=f.source.suffix == ".so")
+               for f in job.files]
+    record = dict(job.provenance)
+    members, added = guard_members(members, job.variant, job.module, plan)
+    if added:
+        record["added_by_kernel_wheels"] = added
+    texts = {
+        "METADATA": metadata_text(plan, job.described),
+        "WHEEL": wheel_text(plan),
+        PROVENANCE_FILE: provenance_text(record),
+    }
+    members += [Member(f"{plan.dist_info}/{name}", content=text.encode())
+                for name, text in texts.items()]
+    return members

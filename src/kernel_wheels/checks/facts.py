@@ -1,0 +1,204 @@
+"""What the checks look at, gathered once: :class:`WheelFacts`.
+
+Two ways to get them: :func:`read_wheel_facts` reads an existing wheel in one pass
+(every member inflated once: hashed against RECORD, binaries copied to a scratch
+folder for the ELF reader); :func:`written_wheel_facts` takes what the writer computed
+while writing (``to-wheel``), so a fresh wheel is never read back.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import json
+import zipfile
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..wheelmeta import PROVENANCE_FILE
+from ..wheelwriter import Member, WrittenWheel
+from .report import Finding, Status
+
+BINARY_SUFFIXES = (".so", ".dylib", ".dll", ".pyd")
+_TEXTS = ("METADATA", "WHEEL", PROVENANCE_FILE)
+_CHUNK = 1 << 20
+_MAX_TEXT = 16 << 20  # a METADATA or provenance record larger than this is not read
+_MAX_KEPT = 1 << 20  # an __init__.py larger than this is not kept whole
+#: What reading a damaged archive or member raises (a bad deflate stream is zlib.error,
+#: an unknown zip version NotImplementedError, an encrypted member RuntimeError).
+UNREADABLE = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError,
+              zlib.error, NotImplementedError, RuntimeError)
+
+
+def _keep_content(name: str, size: int) -> bool:
+    return name.rsplit("/", 1)[-1] == "__init__.py" and size <= _MAX_KEPT
+
+
+def is_binary_name(name: str) -> bool:
+    base = name.rsplit("/", 1)[-1]
+    return base.endswith(BINARY_SUFFIXES) or ".so." in base
+
+
+@dataclass
+class WheelFacts:
+    filename: str
+    #: Every file member (directory entries left out), in archive order.
+    members: list[str]
+    #: The dist-info folder holding METADATA, if there is one.
+    dist_info: str | None
+    #: dist-info texts by name (METADATA, WHEEL, kernel_wheels.json).
+    texts: dict[str, str] = field(default_factory=dict)
+    #: sha256 (raw) of every member's content.
+    hashes: dict[str, bytes] = field(default_factory=dict)
+    #: Binaries (by member name) as files on disk, for the binary checks.
+    binaries: dict[str, Path] = field(default_factory=dict)
+    #: Findings made while gathering (RECORD problems, unreadable members).
+    findings: list[Finding] = field(default_factory=list)
+    #: The wheel file itself.
+    path: Path | None = None
+    #: Contents of the small members a check may need whole (``__init__.py`` files,
+    #: where kernel-wheels inserts its import guard).
+    contents: dict[str, bytes] = field(default_factory=dict)
+
+    @property
+    def provenance(self) -> dict[str, Any] | None:
+        text = self.texts.get(PROVENANCE_FILE)
+        if text is None:
+            return None
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            return None
+        return value if isinstance(value, dict) else None
+
+
+def _find_dist_info(members: Iterable[str]) -> str | None:
+    return next((m.split("/")[0] for m in members
+                 if m.count("/") == 1 and m.endswith(".dist-info/METADATA")), None)
+
+
+def _record_rows(text: str) -> dict[str, tuple[str, str]]:
+    rows = {}
+    for row in csv.reader(io.StringIO(text)):
+        if row:
+            rows[row[0]] = (row[1] if len(row) > 1 else "", row[2] if len(row) > 2 else "")
+    return rows
+
+
+def _record_digest(value: str) -> bytes | None:
+    algorithm, _, encoded = value.partition("=")
+    if algorithm != "sha256" or not encoded:
+        return None
+    try:
+        return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
+    except ValueError:
+        return None
+
+
+def read_wheel_facts(path: Path, filename: str, scratch: Callable[[], Path]) -> WheelFacts:
+    """Read the wheel at ``path`` once; binaries are copied into the folder ``scratch()``
+    gives. Raises ``zipfile.BadZipFile``/``ValueError`` for an archive that cannot be
+    read at all."""
+    with zipfile.ZipFile(path) as zf:
+        infos = [i for i in zf.infolist() if not i.is_dir()]
+        names = [i.filename for i in infos]
+        facts = WheelFacts(filename, names, _find_dist_info(names), path=path)
+        record_name = f"{facts.dist_info}/RECORD" if facts.dist_info else None
+        record: dict[str, tuple[str, str]] | None = None
+        if record_name is None or record_name not in names:
+            facts.findings.append(Finding("record", Status.FAIL, "the wheel has no RECORD"))
+        else:
+            try:
+                record = _record_rows(zf.read(record_name).decode("utf-8", "replace"))
+            except csv.Error as exc:  # a stray newline in a field, a field too large
+                facts.findings.append(Finding("record", Status.FAIL, f"RECORD is not valid CSV: {exc}"))
+        for info in infos:
+            name = info.filename
+            if name == record_name:
+                continue
+            if ".." in name.split("/") or name.startswith("/") or "\\" in name:
+                facts.findings.append(Finding("wheel", Status.FAIL,
+                                              f"member {name!r} has an unsafe path"))
+                continue
+            digest = hashlib.sha256()
+            size = 0
+            keep_text = facts.dist_info is not None and name.startswith(facts.dist_info + "/") \
+                and name.rsplit("/", 1)[-1] in _TEXTS and info.file_size <= _MAX_TEXT
+            keep_content = _keep_content(name, info.file_size)
+            text = bytearray()
+            target = None
+            if is_binary_name(name):
+                target = scratch() / f"{len(facts.binaries):05d}_{name.rsplit('/', 1)[-1]}"
+            try:
+                with zf.open(info) as member:
+                    out = target.open("wb") if target else None
+                    try:
+                        while chunk := member.read(_CHUNK):
+                            digest.update(chunk)
+                            size += len(chunk)
+                            if out is not None:
+                                out.write(chunk)
+                            if keep_text or keep_content:
+                                text += chunk
+                    finally:
+                        if out is not None:
+                            out.close()
+            except UNREADABLE as exc:
+                facts.findings.append(Finding("record", Status.FAIL, f"{name} cannot be read: {exc}"))
+                continue
+            facts.hashes[name] = digest.digest()
+            if target is not None:
+                facts.binaries[name] = target
+            if keep_text:
+                facts.texts[name.rsplit("/", 1)[-1]] = text.decode("utf-8", "replace")
+            if keep_content:
+                facts.contents[name] = bytes(text)
+            if record is None:
+                continue
+            row = record.pop(name, None)
+            if row is None:
+                facts.findings.append(Finding("record", Status.FAIL, f"{name} is not listed in RECORD"))
+                continue
+            if _record_digest(row[0]) != facts.hashes[name]:
+                facts.findings.append(Finding("record", Status.FAIL,
+                                              f"{name}: its sha256 differs from RECORD's"))
+            if row[1] != str(size):
+                facts.findings.append(Finding("record", Status.FAIL,
+                                              f"{name}: size {size} but RECORD says {row[1]}"))
+        if record is not None:
+            for missing in sorted(set(record) - {record_name}):
+                facts.findings.append(Finding("record", Status.FAIL,
+                                              f"RECORD lists {missing}, which is not in the wheel"))
+            if not any(f.check == "record" for f in facts.findings):
+                facts.findings.append(Finding("record", Status.PASS,
+                                              "every member's sha256 and size match RECORD"))
+    return facts
+
+
+def written_wheel_facts(written: WrittenWheel, members: list[Member], filename: str) -> WheelFacts:
+    """The facts of a wheel this process just wrote: hashes from the writer, texts and
+    binaries from the members it was written from."""
+    names = [m.arcname for m in written.members]
+    dist_info = _find_dist_info(names)
+    facts = WheelFacts(filename, [*names, f"{dist_info}/RECORD"], dist_info, path=written.path)
+    facts.hashes = {m.arcname: m.sha256 for m in written.members}
+    for member in members:
+        base = member.arcname.rsplit("/", 1)[-1]
+        if facts.dist_info and member.arcname.startswith(facts.dist_info + "/") and base in _TEXTS:
+            facts.texts[base] = (member.content or b"").decode("utf-8")
+        elif is_binary_name(member.arcname) and member.source is not None:
+            facts.binaries[member.arcname] = member.source
+        elif base == "__init__.py":
+            content = member.content if member.content is not None else (
+                member.source.read_bytes() if member.source is not None
+                and member.source.stat().st_size <= _MAX_KEPT else None)
+            if content is not None:
+                facts.contents[member.arcname] = content
+    facts.findings.append(Finding("record", Status.PASS,
+                                  "RECORD written from the hashes of the bytes packed"))
+    return facts

@@ -1,0 +1,100 @@
+"""The command line: parses arguments, calls the API, prints. No logic of its own.
+
+Each command lives in its own module (``cli/<command>.py``) with ``register(commands)``
+adding its sub-parser and ``run(args)`` doing the work; this module assembles them and
+turns typed errors into one line and an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import signal
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from .. import __version__
+from ..errors import KernelWheelsError
+from .common import PROG, print_json_error, stderr
+
+# Command modules, in the order `kernel-wheels --help` lists them.
+COMMANDS = ("to_wheel", "check", "variants", "build", "index", "publish", "install", "serve")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser; with --json on the command line, its own errors (a bad option
+    value, a missing argument) are a JSON error object on stdout too."""
+
+    json_errors = False
+
+    def error(self, message: str) -> NoReturn:
+        print_json_error(argparse.Namespace(json=_Parser.json_errors), "UsageError", message, 2)
+        super().error(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="Turn prebuilt Hugging Face Hub kernels into validated, reproducible wheels.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Run 'kernel-wheels COMMAND --help' for a command's options and examples.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        module = importlib.import_module(f".{name}", __name__)
+        sub = module.register(commands)
+        sub.set_defaults(handler=module.run)
+    return parser
+
+
+class Terminated(BaseException):
+    """SIGTERM, turned into an exception so that cleanup runs as for Ctrl-C."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    _Parser.json_errors = "--json" in (sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return int(args.handler(args))
+    except KernelWheelsError as exc:
+        first, *rest = exc.message.splitlines() or [""]
+        stderr(f"{PROG}: error: {first}")
+        for line in rest:  # compiler output after a build error
+            stderr(f"  {line}")
+        print_json_error(args, type(exc).__name__, first, exc.exit_code)
+        return exc.exit_code
+    except OSError as exc:  # the file system said no: a full disk, a read-only folder...
+        where = f": {exc.filename}" if exc.filename else ""
+        message = f"{exc.strerror or exc}{where}"
+        stderr(f"{PROG}: error: {message}")
+        print_json_error(args, "OSError", message, 1)
+        return 1
+    except (KeyboardInterrupt, Terminated) as exc:
+        return _stopped(args, exc)
+    except RuntimeError as exc:
+        # Python wraps what interrupts the creation of a class (Ctrl-C or SIGTERM during
+        # a lazy import) in a RuntimeError: still an interruption, not a crash.
+        if isinstance(exc.__cause__, (KeyboardInterrupt, Terminated)):
+            return _stopped(args, exc.__cause__)
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _stopped(args: argparse.Namespace, signal_: BaseException) -> int:
+    """Ctrl-C (130) or SIGTERM (143): one line, and the JSON error object with --json."""
+    if isinstance(signal_, KeyboardInterrupt):
+        stderr(f"{PROG}: interrupted")
+        print_json_error(args, "Interrupted", "interrupted", 130)
+        return 130
+    stderr(f"{PROG}: terminated")
+    print_json_error(args, "Terminated", "terminated", 143)
+    return 143

@@ -1,0 +1,65 @@
+"""``kernel-wheels build``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from .common import stderr
+
+
+def register(commands: Any) -> argparse.ArgumentParser:
+    bd: argparse.ArgumentParser = commands.add_parser(
+        "build", help="compile a kernel-builder source tree for this environment's torch",
+        description="Compile a kernel-builder source tree (build.toml) for the torch of the "
+                    "running Python, as kernel-builder builds it: every backend build.toml lists "
+                    "(cpu always; cuda when torch is a CUDA build and nvcc exists; noarch "
+                    "kernels for every backend), each one independently. Writes "
+                    "OUT/build/<variant>/ in the Hub's layout. Unchanged files are not compiled "
+                    "again. Exit 0 when every backend built or was skipped, 1 when one failed.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  kernel-wheels build sample-kernel -o out/build-output\n"
+               "  kernel-wheels build ./my-kernel -o out --backend cuda --arch 9.0\n"
+               "  TORCH_CUDA_ARCH_LIST='8.0;9.0+PTX' kernel-wheels build ./my-kernel -o out -j 8\n"
+               "  kernel-wheels build ./my-kernel -o out --no-manylinux   # this machine only\n")
+    bd.add_argument("source_dir", type=Path, help="the kernel's source tree (holding build.toml)")
+    bd.add_argument("-o", "--output-dir", type=Path, required=True,
+                    help="where build/<variant>/ folders are written")
+    bd.add_argument("--backend", action="append", default=[],
+                    help="build only this backend (repeatable); failing to build it is an error")
+    bd.add_argument("--arch", action="append", default=[], metavar="CAPABILITY",
+                    help="compile CUDA code only for this capability, e.g. 9.0 or 9.0+PTX "
+                         "(repeatable; default: TORCH_CUDA_ARCH_LIST, else kernel-builder's set)")
+    bd.add_argument("-j", "--jobs", type=int, default=0,
+                    help="compilers run at once (default: every core)")
+    bd.add_argument("--no-manylinux", action="store_true",
+                    help="build for this machine's glibc instead of manylinux_2_28 (for a "
+                         "toolchain newer than the manylinux_2_28 fixes reach); convert the "
+                         "result with to-wheel --manylinux-version auto")
+    return bd
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..builder import BuildOptions, build
+    from ..errors import BuildError, UsageError
+
+    if args.jobs < 0:
+        raise UsageError("-j/--jobs must be a positive number")
+    options = BuildOptions(tuple(args.backend), args.jobs or None, tuple(args.arch),
+                           manylinux=not args.no_manylinux)
+    report = build(args.source_dir, args.output_dir, options, log=stderr)
+    for result in report.built:
+        print(result.path)
+    counts = {s: sum(r.status == s for r in report.results) for s in ("built", "skipped", "failed")}
+    stderr(f"{report.kernel}: {counts['built']} built, {counts['skipped']} skipped, "
+           f"{counts['failed']} failed")
+    if report.failed:
+        if len(report.failed) == 1 and not report.built:
+            raise BuildError(report.failed[0].message)
+        raise BuildError("; ".join(f"{r.backend}: {r.message.splitlines()[0]}" for r in report.failed)
+                         + "\n" + "\n".join(line for r in report.failed
+                                            for line in r.message.splitlines()[1:]))
+    if not report.built:
+        raise BuildError(report.nothing_built())
+    return 0

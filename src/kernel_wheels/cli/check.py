@@ -1,0 +1,71 @@
+"""``kernel-wheels check``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from .common import stderr
+
+
+def register(commands: Any) -> argparse.ArgumentParser:
+    ck: argparse.ArgumentParser = commands.add_parser(
+        "check", help="check wheels against everything their names claim",
+        description="Check RECORD hashes, METADATA and WHEEL, manylinux symbol versions "
+                    "(torch's libraries excluded), architecture, RPATH, PyInit, the limited "
+                    "API and metadata.json digests. Exit status: 0 every wheel passed; "
+                    "1 a wheel failed a check; 2 a usage error (bad option, a path that does "
+                    "not exist, a folder without wheels).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  kernel-wheels check dist/*.whl\n  kernel-wheels check dist/   "
+               "# every wheel in the folder\n  kernel-wheels check --json "
+               "img2gray-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl\n")
+    ck.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL_OR_DIR",
+                    help="wheel files, or folders whose *.whl files are checked")
+    ck.add_argument("--json", action="store_true",
+                    help="print a JSON report on stdout (a JSON error object on a usage error)")
+    ck.add_argument("-v", "--verbose", action="store_true", help="list passed checks too")
+    ck.add_argument("-j", "--jobs", type=int, default=0,
+                    help="wheels checked at once, in worker processes (default: one per CPU)")
+    return ck
+
+
+def _wheels(paths: list[Path]) -> list[Path]:
+    from ..errors import UsageError
+
+    found = []
+    for path in paths:
+        if path.is_dir():
+            inside = sorted(path.glob("*.whl"))
+            if not inside:
+                raise UsageError(f"{path} is a folder with no .whl files")
+            found += inside
+        elif path.exists():
+            found.append(path)
+        else:
+            raise UsageError(f"{path} does not exist")
+    return found
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..checks import Status, check_wheels
+    from ..errors import UsageError
+
+    if args.jobs < 0:
+        raise UsageError(f"--jobs {args.jobs}: give a positive number (or 0 for one per CPU)")
+    reports = check_wheels(_wheels(args.wheels), jobs=args.jobs)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in reports], indent=2))
+    else:
+        for report in reports:
+            verdict = "PASS" if report.passed else "FAIL"
+            print(f"{verdict} {report.wheel}")
+            for finding in report.findings:
+                if finding.status is Status.PASS and not args.verbose:
+                    continue
+                print(f"  {finding.status.value}: [{finding.check}] {finding.message}")
+    failed = sum(not r.passed for r in reports)
+    stderr(f"{len(reports) - failed} of {len(reports)} wheels passed")
+    return 1 if failed else 0

@@ -1,0 +1,64 @@
+"""What several commands share: output helpers and common options."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+PROG = "kernel-wheels"
+
+
+def stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def print_json_error(args: argparse.Namespace, kind: str, message: str, exit_code: int) -> None:
+    """With --json, a failure is a JSON object on stdout too, so scripts never parse
+    an empty output."""
+    if getattr(args, "json", False):
+        print(json.dumps({"error": {"type": kind, "message": message, "exit_code": exit_code}},
+                         indent=2))
+
+
+def add_filters(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("variant selection")
+    group.add_argument("--variant", action="append", default=[], metavar="PATTERN",
+                       help="glob on variant names, e.g. 'torch27-*-cu128-*' (repeatable)")
+    group.add_argument("--torch", action="append", default=[], metavar="X.Y",
+                       help="only variants for this torch version (repeatable)")
+    group.add_argument("--backend", action="append", default=[], metavar="NAME",
+                       help="only this backend: cuda, rocm, cpu, ... or cu128 (repeatable)")
+    group.add_argument("--arch", action="append", default=[], metavar="ARCH",
+                       help="only this CPU architecture: x86_64, aarch64 (repeatable)")
+    group.add_argument("--os", action="append", default=[], metavar="OS",
+                       help="only this OS: linux, darwin, windows (repeatable)")
+
+
+def filters(args: argparse.Namespace) -> Any:
+    from ..selection import VariantFilter
+
+    return VariantFilter(tuple(args.variant), tuple(args.torch), tuple(args.backend),
+                         tuple(args.arch), tuple(args.os))
+
+
+def add_source(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--repo-type", choices=["kernel", "model"],
+                        help="Hub repository type (default: try kernel, then model)")
+
+
+def add_network(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("network")
+    group.add_argument("--timeout", type=float, metavar="SECONDS",
+                       help="connect and read timeout of each Hub or git request "
+                            "(default: $KERNEL_WHEELS_TIMEOUT or 30)")
+    group.add_argument("--retries", type=int, metavar="N",
+                       help="times a failed request is tried again, with backoff "
+                            "(default: $KERNEL_WHEELS_RETRIES or 3)")
+
+
+def network(args: argparse.Namespace) -> Any:
+    from ..network import NetworkSettings
+
+    return NetworkSettings.from_environment(args.timeout, args.retries)

@@ -1,0 +1,60 @@
+"""``kernel-wheels index``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from .common import stderr
+
+EPILOG = """\
+examples:
+  kernel-wheels index wheels/ -o site                  # a site from a folder of wheels
+  kernel-wheels index new/*.whl -o site                # add wheels; only changed pages are rewritten
+  kernel-wheels index wheels/ -o site --target torch27-cxx11-cu129
+  kernel-wheels index -o site                          # re-sync pages with site/files/
+  python -m http.server -d site -b 127.0.0.1 8000      # serve it (any static server will do)
+  pip install img2gray --index-url http://127.0.0.1:8000/torch213-cxx11-cpu/simple
+
+Layout: site/simple/ lists every wheel (PEP 503 HTML index.html, PEP 691 JSON
+index.json, PEP 658 .metadata files); site/<target>/simple/ lists, per release and
+platform, the one build a machine of that target should get, so that plain pip picks
+the right binary and never touches the installed torch. A target key is a variant name
+without its arch and OS: torch27-cxx11-cu128, torch213-cxx11-cpu, torch213-metal.
+Every wheel is checked first; one that fails is refused and nothing changes.
+See docs/index-scheme.md.
+"""
+
+
+def register(commands: Any) -> argparse.ArgumentParser:
+    ix: argparse.ArgumentParser = commands.add_parser(
+        "index", help="build or update a static package index (a folder any web server serves)",
+        description="Add wheels to a static Simple-API index: SITE/simple/ with every wheel, "
+                    "and one SITE/<target>/simple/ per build target listing only what fits "
+                    "that target. Incremental, atomic, safe to run twice at once.",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+    ix.add_argument("inputs", nargs="*", type=Path, metavar="WHEELS_OR_DIRS",
+                    help="wheel files, or folders holding them (not searched recursively)")
+    ix.add_argument("-o", "--output", type=Path, required=True, metavar="SITE",
+                    help="the site folder (created if missing)")
+    ix.add_argument("--target", action="append", default=[], metavar="KEY",
+                    help="also index this target, e.g. torch27-cxx11-cu129 (repeatable); "
+                         "targets of the wheels' own builds are always indexed")
+    ix.add_argument("-j", "--jobs", type=int, default=0,
+                    help="processes checking new wheels (default: one per CPU)")
+    ix.add_argument("--json", action="store_true", help="print a JSON result on stdout")
+    return ix
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..distribution.site import build_site
+
+    result = build_site(args.output, args.inputs, args.target, jobs=args.jobs, progress=stderr)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        for index in result.to_dict()["indexes"]:
+            print(args.output / index)
+    return 0

@@ -1,0 +1,71 @@
+"""``kernel-wheels publish``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from .common import stderr
+
+EPILOG = """\
+examples:
+  TWINE_USERNAME=ci TWINE_PASSWORD=... \\
+    kernel-wheels publish wheels/ --repository-url http://pypi.internal:8080/
+  kernel-wheels publish wheels/*.whl --repository-url https://devpi.internal/team/prod/
+  kernel-wheels publish wheels/ --repository internal        # a section of ~/.pypirc
+  kernel-wheels publish wheels/ --repository-url https://artifactory.internal/api/pypi/kernels \\
+    --index-url https://artifactory.internal/api/pypi/kernels/simple/
+
+Credentials, as twine reads them: -u/--username or TWINE_USERNAME, TWINE_PASSWORD,
+the --repository section of ~/.pypirc (or --config-file), the URL's user part, then the
+keyring (when the keyring package is installed), then a prompt on a terminal. They are
+never printed. Files already on the index with the same sha256 are skipped; a different
+file under an existing name is refused before anything is uploaded. The index's Simple
+API (to see existing files) is found for pypiserver (/simple/) and devpi
+(/USER/INDEX/+simple/); give --index-url for other servers.
+`twine upload` and `uv publish` work with these wheels too (docs/distribution.md).
+"""
+
+
+def register(commands: Any) -> argparse.ArgumentParser:
+    pb: argparse.ArgumentParser = commands.add_parser(
+        "publish", help="check wheels and upload the new ones to a package index",
+        description="Upload wheels to an index server (pypiserver, devpi, Artifactory, "
+                    "Nexus...) through the standard upload API, after checking each one and "
+                    "comparing it with what the index already has.",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+    pb.add_argument("inputs", nargs="+", type=Path, metavar="WHEELS_OR_DIRS",
+                    help="wheel files, or folders whose *.whl files are published")
+    pb.add_argument("--repository-url", help="upload URL (default: TWINE_REPOSITORY_URL)")
+    pb.add_argument("-r", "--repository", metavar="NAME",
+                    help="a section of ~/.pypirc naming the upload URL and credentials")
+    pb.add_argument("--config-file", type=Path, help="the .pypirc to read (default: ~/.pypirc)")
+    pb.add_argument("-u", "--username", help="user name (default: TWINE_USERNAME)")
+    pb.add_argument("--index-url", help="the index's Simple API URL, when it cannot be "
+                                        "derived from the upload URL")
+    pb.add_argument("--no-keyring", action="store_true", help="do not ask the keyring")
+    pb.add_argument("--json", action="store_true", help="print a JSON result on stdout")
+    return pb
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..distribution.credentials import resolve_repository
+    from ..distribution.publish import publish
+
+    repository = resolve_repository(repository_url=args.repository_url,
+                                    repository=args.repository, username=args.username,
+                                    config_file=args.config_file,
+                                    use_keyring=not args.no_keyring)
+    outcomes = publish(args.inputs, repository, index_url=args.index_url, progress=stderr)
+    uploaded = sum(o.status == "uploaded" for o in outcomes)
+    stderr(f"done: {uploaded} uploaded, {len(outcomes) - uploaded} already there, to "
+           f"{repository.display}")
+    if args.json:
+        print(json.dumps({"repository": repository.display,
+                          "wheels": [o.to_dict() for o in outcomes]}, indent=2))
+    else:
+        for outcome in outcomes:
+            print(f"{outcome.status}: {outcome.filename}")
+    return 0

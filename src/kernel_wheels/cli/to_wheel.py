@@ -1,0 +1,111 @@
+"""``kernel-wheels to-wheel``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from .common import add_filters, add_network, add_source, filters, network, stderr
+
+EPILOG = """\
+examples:
+  kernel-wheels to-wheel drbh/img2gray 1.1.2                 # every variant of tag v1.1.2
+  kernel-wheels to-wheel drbh/img2gray '>=1.1,<2' -o wheels  # newest matching tag
+  kernel-wheels to-wheel drbh/img2gray 1                     # newest build on branch v1
+  kernel-wheels to-wheel drbh/img2gray --revision 3f2a1b0    # any branch, tag or commit
+  kernel-wheels to-wheel ./img2gray-repo 1.1.2 --variant 'torch213-*-cpu-*'
+  kernel-wheels to-wheel ./build-output 1.1.2 --dist-name acme-img2gray --json
+  kernel-wheels to-wheel drbh/img2gray 1.1.2 --compression 1  # faster, larger wheels
+
+A run writes all its wheels or none. Wheels are checked before they are written
+(--no-check skips that). The same commit and options give byte-identical wheels on
+every machine (see docs/wheel-contract.md for exactly what the bytes depend on).
+
+Moving from `kernels to-wheel REPO VERSION`: replace `kernels` with `kernel-wheels`;
+--python-version and --manylinux-version work as before.
+"""
+
+
+def register(commands: Any) -> argparse.ArgumentParser:
+    tw: argparse.ArgumentParser = commands.add_parser(
+        "to-wheel", help="convert a kernel's build variants into wheels",
+        description="Convert the build variants of a Hub kernel (a Hub repo id, a git "
+                    "repository or URL, or a local folder holding build/) into one wheel "
+                    "per variant.",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+    tw.add_argument("source", help="Hub repo id (org/name), git repository path or URL, "
+                                   "or a folder holding build/ or variant folders")
+    tw.add_argument("version", nargs="?",
+                    help="1.1.2 (tag v1.1.2), a range '>=1.1,<2', or a major version 1 "
+                         "(branch v1); for a plain folder, the version to give the wheels")
+    tw.add_argument("--revision", help="branch, tag or commit to convert (VERSION, if also "
+                                       "given, becomes the wheel version)")
+    tw.add_argument("-o", "--output-dir", type=Path, default=Path("."),
+                    help="where to write the wheels (default: current folder)")
+    tw.add_argument("--python-version", default="3.9",
+                    help="minimum Python of the abi3 tag (default: 3.9)")
+    tw.add_argument("--manylinux-version", default="2.28",
+                    help="glibc version of the manylinux tag, or 'auto' for the lowest the "
+                         "binaries meet (default: 2.28)")
+    tw.add_argument("--macos-version", default="26.0",
+                    help="macOS version of the macosx tag (default: 26.0)")
+    tw.add_argument("--dist-name", help="distribution name to publish under (the import "
+                                        "name never changes)")
+    tw.add_argument("--force", action="store_true",
+                    help="replace existing wheels of the same name with different content")
+    tw.add_argument("--no-check", action="store_true",
+                    help="write wheels without checking them (not recommended)")
+    tw.add_argument("--compression", type=int, metavar="LEVEL",
+                    help="deflate level: 1 (fastest) to 9 (smallest), 0 stores (default: 5)")
+    tw.add_argument("-j", "--jobs", type=int, default=0,
+                    help="wheels produced at once, in worker processes (default: one per CPU)")
+    tw.add_argument("--json", action="store_true",
+                    help="print a JSON result on stdout (a JSON error object on failure)")
+    add_filters(tw)
+    add_source(tw)
+    add_network(tw)
+    return tw
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..convert import ConvertOptions, to_wheels
+    from ..output import OutputFolder
+    from ..plan import TagOptions
+    from ..sources import open_source
+    from ..versions import RequestKind, parse_request
+
+    # Every option is validated, and the output folder checked, before any network work.
+    request = parse_request(args.version, args.revision)
+    given = args.version if request.kind is RequestKind.REVISION else None
+    auto = args.manylinux_version == "auto"
+    options = ConvertOptions(
+        output_dir=args.output_dir,
+        tags=TagOptions(args.python_version, "2.28" if auto else args.manylinux_version,
+                        args.macos_version),
+        filters=filters(args),
+        dist_name=args.dist_name,
+        version=given,
+        force=args.force,
+        check=not args.no_check,
+        jobs=args.jobs,
+        manylinux_auto=auto,
+        **({"compression": args.compression} if args.compression is not None else {}),
+    )
+    settings = network(args)
+    OutputFolder(options.output_dir).preflight()
+    if args.no_check:
+        stderr("warning: --no-check: wheels are written WITHOUT checking that they are "
+               "what their names claim")
+    source = open_source(args.source, repo_type=args.repo_type, network=settings, progress=stderr)
+    result = to_wheels(source, request, options, progress=stderr)
+    counts: dict[str, int] = {}
+    for wheel in result.wheels:
+        counts[wheel.status] = counts.get(wheel.status, 0) + 1
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    stderr(f"done: {len(result.wheels)} wheels of {result.source} {result.version} "
+           f"in {args.output_dir} ({summary})")
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    return 0

@@ -1,0 +1,129 @@
+"""Where to upload and as whom: the settings twine users already have.
+
+Resolution order (twine's): the upload URL from ``--repository-url``, else
+``TWINE_REPOSITORY_URL``, else the ``repository`` of section NAME in ``~/.pypirc`` (NAME
+from ``--repository`` or ``TWINE_REPOSITORY``). The user name from ``--username``, else
+``TWINE_USERNAME``, else the ``.pypirc`` section, else the URL's user part, else the
+keyring. The password from ``TWINE_PASSWORD``, else ``.pypirc``, else the URL, else the
+keyring (when the ``keyring`` package is installed), else a prompt on a terminal.
+
+The password lives in a :class:`Secret`, whose ``repr`` and ``str`` never show it, so
+neither a log line nor a traceback can print it.
+"""
+
+from __future__ import annotations
+
+import configparser
+import getpass
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UsageError
+from .simple_client import redact, split_credentials
+
+KNOWN_REPOSITORIES = {
+    "pypi": "https://upload.pypi.org/legacy/",
+    "testpypi": "https://test.pypi.org/legacy/",
+}
+
+
+class Secret:
+    """A string that does not show itself."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('********')"
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True)
+class Repository:
+    upload_url: str  # without credentials
+    username: str | None
+    password: Secret | None
+    #: The .pypirc section it came from, if any.
+    name: str | None = None
+
+    @property
+    def auth(self) -> tuple[str, str] | None:
+        if self.username is None and self.password is None:
+            return None
+        return self.username or "", self.password.reveal() if self.password else ""
+
+    @property
+    def display(self) -> str:
+        return redact(self.upload_url)
+
+
+def read_pypirc(path: Path, name: str) -> dict[str, str]:
+    parser = configparser.RawConfigParser()  # no interpolation: passwords may hold '%'
+    try:
+        parser.read(path, encoding="utf-8")
+    except configparser.Error as exc:
+        raise UsageError(f"cannot read {path}: {exc.message.splitlines()[0]}") from None
+    if not parser.has_section(name):
+        if name in KNOWN_REPOSITORIES:
+            return {"repository": KNOWN_REPOSITORIES[name]}
+        raise UsageError(f"no [{name}] section in {path}")
+    section = dict(parser.items(name))
+    section.setdefault("repository", KNOWN_REPOSITORIES.get(name, ""))
+    if not section["repository"]:
+        raise UsageError(f"[{name}] in {path} has no 'repository' URL")
+    return section
+
+
+def _keyring_credential(url: str, username: str | None) -> tuple[str | None, str | None]:
+    """(user, password) from the keyring, if the package and a backend exist."""
+    try:
+        import keyring
+    except ImportError:
+        return None, None
+    try:
+        if username is None:
+            credential = keyring.get_credential(url, None)
+            if credential is None:
+                return None, None
+            return credential.username, credential.password
+        return username, keyring.get_password(url, username)
+    except Exception:  # any backend failure (no D-Bus, locked store...) means "no keyring"
+        return username, None
+
+
+def resolve_repository(*, repository_url: str | None = None, repository: str | None = None,
+                       username: str | None = None, config_file: Path | None = None,
+                       environ: Mapping[str, str] | None = None, use_keyring: bool = True,
+                       interactive: bool | None = None) -> Repository:
+    env = os.environ if environ is None else environ
+    section: dict[str, str] = {}
+    name = None
+    url = repository_url or env.get("TWINE_REPOSITORY_URL")
+    if not url:
+        name = repository or env.get("TWINE_REPOSITORY")
+        if not name:
+            raise UsageError("no repository: give --repository-url URL or --repository NAME "
+                             "(a section of ~/.pypirc)")
+        section = read_pypirc(config_file or Path.home() / ".pypirc", name)
+        url = section["repository"]
+    clean, url_user, url_password = split_credentials(url)
+    if not clean.startswith(("http://", "https://")):
+        raise UsageError(f"'{clean}' is not an http(s) upload URL")
+    user = username or env.get("TWINE_USERNAME") or section.get("username") or url_user
+    password = env.get("TWINE_PASSWORD") or section.get("password") or url_password
+    if password is None and use_keyring:
+        user, password = _keyring_credential(clean, user)
+    if password is None and (sys.stdin.isatty() if interactive is None else interactive):
+        if user is None:
+            user = input(f"user name for {clean}: ")
+        password = getpass.getpass(f"password for {user} at {clean}: ")
+    return Repository(clean, user, Secret(password) if password is not None else None, name)

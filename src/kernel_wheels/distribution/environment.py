@@ -1,0 +1,246 @@
+"""The facts of a Python environment that decide which kernel build it can use.
+
+:func:`read_environment` runs a small probe *in the target interpreter* (which need not
+have kernel-wheels installed): Python version and supported wheel tags, OS, CPU
+architecture, and torch's version, CUDA / ROCm / XPU versions, C++ ABI and MPS.
+:func:`target_key` turns those facts into the environment's target key with the same
+rules as the Hub's loader (``kernels/backends.py``: CUDA, then ROCm, then Metal, then
+XPU, else CPU). The import guard inside arch wheels carries its own copy of this rule.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import packaging
+from packaging.version import InvalidVersion, Version
+
+from ..errors import EnvironmentProbeError
+from .targets import Target, parse_target_key
+
+# Runs inside the target interpreter: standard library only, plus torch when present
+# and packaging (the interpreter's own, else pip's vendored copy, else ours, which
+# read_environment puts at the end of sys.path).
+PROBE = r"""
+import importlib.metadata, json, os, platform, sys, sysconfig
+facts = {
+    "python": sys.executable,
+    "python_version": platform.python_version(),
+    "implementation": sys.implementation.name,
+    "system": platform.system().lower(),
+    "machine": platform.machine(),
+    "mac_version": platform.mac_ver()[0] or None,
+    "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+}
+def dist_version(name):
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+facts["torch_version"] = dist_version("torch")
+facts["tvm_ffi_version"] = dist_version("apache-tvm-ffi")
+facts["torch_error"] = None
+if facts["torch_version"]:
+    try:
+        import warnings
+        warnings.simplefilter("ignore")
+        import torch
+        facts["torch_runtime_version"] = torch.__version__
+        facts["cxx11_abi"] = bool(torch._C._GLIBCXX_USE_CXX11_ABI)
+        facts["cuda"] = torch.version.cuda
+        facts["hip"] = torch.version.hip
+        facts["xpu"] = getattr(torch.version, "xpu", None)
+        mps = getattr(torch.backends, "mps", None)
+        facts["mps"] = bool(mps is not None and mps.is_available())
+    except Exception as exc:
+        facts["torch_error"] = (type(exc).__name__ + ": " + str(exc)).splitlines()[0][:300]
+extra = os.environ.get("KERNEL_WHEELS_PROBE_PATH")
+try:
+    from packaging import tags
+except ImportError:
+    try:
+        from pip._vendor.packaging import tags
+    except ImportError:
+        sys.path.append(extra)
+        from packaging import tags
+facts["tags"] = [str(t) for t in tags.sys_tags()]
+sys.stdout.write("\n" + json.dumps(facts) + "\n")
+"""
+
+
+@dataclass(frozen=True)
+class Environment:
+    """One Python environment as a kernel build sees it."""
+
+    python: str
+    python_version: str
+    implementation: str
+    os: str  # linux, darwin, windows
+    cpu_arch: str  # x86_64, aarch64
+    #: Wheel tags this interpreter accepts, best first (packaging's ``sys_tags``).
+    supported_tags: tuple[str, ...]
+    #: torch's distribution version (``2.13.0+cpu``): the exact pin for installers.
+    torch_version: str | None
+    torch_error: str | None = None
+    cxx11_abi: bool | None = None
+    cuda: str | None = None
+    hip: str | None = None
+    xpu: str | None = None
+    mps: bool = False
+    tvm_ffi_version: str | None = None
+    free_threaded: bool = False
+
+    @property
+    def target_key(self) -> str | None:
+        if self.torch_version is None or self.torch_error is not None:
+            return None
+        return target_key(self.torch_version, os=self.os, cxx11_abi=self.cxx11_abi,
+                          cuda=self.cuda, hip=self.hip, xpu=self.xpu, mps=self.mps)
+
+    @property
+    def target(self) -> Target | None:
+        key = self.target_key
+        return parse_target_key(key) if key else None
+
+    @property
+    def tvm_ffi(self) -> tuple[int, int] | None:
+        if not self.tvm_ffi_version:
+            return None
+        release = Version(self.tvm_ffi_version).release
+        return release[0], (release[1] if len(release) > 1 else 0)
+
+    def describe(self) -> str:
+        if self.torch_version is None:
+            torch = "no torch"
+        elif self.torch_error:
+            torch = f"torch {self.torch_version} (cannot be imported)"
+        else:
+            torch = f"torch {self.torch_version} [{self.target_key}]"
+        return f"{torch}, Python {self.python_version}, {self.os} {self.cpu_arch}"
+
+
+def _tag_number(version: str, parts: int = 2) -> str:
+    release = Version(version).release
+    return "".join(str(n) for n in (release + (0, 0))[:parts])
+
+
+def target_key(torch_version: str, *, os: str, cxx11_abi: bool | None, cuda: str | None,
+               hip: str | None, xpu: str | None, mps: bool) -> str:
+    """``torch<MAJ><MIN>`` + ``-cxx11``/``-cxx98`` (Linux only) + ``-<backend tag>``.
+
+    >>> target_key("2.13.0+cpu", os="linux", cxx11_abi=True, cuda=None, hip=None,
+    ...            xpu=None, mps=False)
+    'torch213-cxx11-cpu'
+    """
+    release = Version(torch_version).release
+    parts = [f"torch{release[0]}{release[1]}"]
+    if os == "linux" and cxx11_abi is not None:
+        parts.append("cxx11" if cxx11_abi else "cxx98")
+    if cuda:
+        parts.append("cu" + _tag_number(cuda))
+    elif hip:
+        parts.append("rocm" + _tag_number(hip.split("-")[0]))
+    elif mps:
+        parts.append("metal")
+    elif xpu:
+        # torch.version.xpu is the oneAPI compiler's 8-digit version (2025.3.0 ->
+        # "20250300"); the loader and kernel-builder's names keep year and minor: xpu20253.
+        parts.append(f"xpu{xpu[0:4]}{xpu[5:6]}")
+    else:
+        parts.append("cpu")
+    return "-".join(parts)
+
+
+def _normal_arch(machine: str) -> str:
+    return {"amd64": "x86_64", "arm64": "aarch64", "x64": "x86_64"}.get(machine.lower(),
+                                                                         machine.lower())
+
+
+def environment_from_facts(facts: dict[str, Any]) -> Environment:
+    version = facts.get("torch_version")
+    try:
+        if version is not None:
+            Version(version)
+    except InvalidVersion:
+        facts["torch_error"] = f"torch reports an invalid version {version!r}"
+    return Environment(
+        python=facts["python"],
+        python_version=facts["python_version"],
+        implementation=facts["implementation"],
+        os=facts["system"],
+        cpu_arch=_normal_arch(facts["machine"]),
+        supported_tags=tuple(facts["tags"]),
+        torch_version=version,
+        torch_error=facts.get("torch_error"),
+        cxx11_abi=facts.get("cxx11_abi"),
+        cuda=facts.get("cuda"),
+        hip=facts.get("hip"),
+        xpu=facts.get("xpu"),
+        mps=bool(facts.get("mps")),
+        tvm_ffi_version=facts.get("tvm_ffi_version"),
+        free_threaded=bool(facts.get("free_threaded")),
+    )
+
+
+def default_python() -> Path:
+    """The activated virtual environment's Python, else the one running kernel-wheels."""
+    if venv := os.environ.get("VIRTUAL_ENV"):
+        for candidate in (Path(venv) / "bin" / "python", Path(venv) / "Scripts" / "python.exe"):
+            if candidate.exists():
+                return candidate
+    return Path(sys.executable)
+
+
+def read_environment(python: Path | None = None, timeout: float = 120) -> Environment:
+    """Run the probe in ``python`` (default: :func:`default_python`)."""
+    python = python or default_python()
+    # The probe runs in a scratch folder: a relative path must not be read from there.
+    found = shutil.which(str(python)) if len(python.parts) == 1 else None
+    python = Path(found) if found else python.absolute()
+    if not python.exists():
+        raise EnvironmentProbeError(f"no Python interpreter at {python}")
+    with tempfile.TemporaryDirectory(prefix="kernel-wheels-probe-") as scratch:
+        # Our packaging, alone in a folder, for an interpreter that has none; the probe
+        # runs in that folder so that nothing in the user's working folder shadows torch.
+        shutil.copytree(Path(packaging.__file__).parent, Path(scratch) / "packaging",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        env = {**os.environ, "KERNEL_WHEELS_PROBE_PATH": scratch, "PYTHONWARNINGS": "ignore"}
+        try:
+            proc = subprocess.run([str(python), "-c", PROBE], capture_output=True, text=True,
+                                  cwd=scratch, env=env, timeout=timeout)
+        except OSError as exc:
+            raise EnvironmentProbeError(f"cannot run {python}: {exc.strerror or exc}") from None
+        except subprocess.TimeoutExpired:
+            raise EnvironmentProbeError(f"{python} did not answer within {timeout:.0f} s") from None
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise EnvironmentProbeError(f"cannot inspect the Python at {python}: {last}")
+    try:
+        return environment_from_facts(json.loads(lines[-1]))
+    except (ValueError, KeyError) as exc:
+        raise EnvironmentProbeError(f"unexpected answer from the Python at {python}: {exc}") \
+            from None
+
+
+def running_target_key() -> str | None:
+    """The target key of the torch in *this* process (None without torch)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    import platform
+
+    mps = getattr(torch.backends, "mps", None)
+    return target_key(torch.__version__, os=platform.system().lower(),
+                      cxx11_abi=bool(torch._C._GLIBCXX_USE_CXX11_ABI), cuda=torch.version.cuda,
+                      hip=torch.version.hip, xpu=getattr(torch.version, "xpu", None),
+                      mps=bool(mps is not None and mps.is_available()))

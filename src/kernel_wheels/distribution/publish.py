@@ -1,0 +1,200 @@
+"""Uploading wheels to an index server (pypiserver, devpi, Artifactory, Nexus, ...).
+
+Why httpx2 (pydantic's continuation of httpx, already installed with huggingface_hub)
+and the legacy upload API rather than twine's code: twine is a command, not a library.
+Its ``Repository`` prints progress bars and decides "skip existing" from each server's
+wording of an error, and its settings object pulls in its whole CLI. The upload
+protocol itself is one multipart POST (``:action=file_upload``, the core metadata
+fields, ``sha256_digest``, ``content``) that every index server implements the same
+way, and the settings users have (``TWINE_*``, ``~/.pypirc``, keyring) are read in
+``credentials.py``. What twine cannot do and we need is to compare with the index
+*before* uploading: every file is checked and looked up on the index's Simple API
+first, so a run either uploads only new files or refuses before changing anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx2
+from packaging.metadata import Metadata
+from packaging.utils import parse_wheel_filename
+
+from ..errors import (
+    CheckFailedError,
+    IndexAuthenticationError,
+    IndexConflictError,
+    IndexServerError,
+    UsageError,
+)
+from .credentials import Repository
+from .simple_client import IndexFile, SimpleClient, describe_http_error, redact
+from .wheelfacts import Inspection, collect_wheels, inspect_wheel
+
+Progress = Callable[[str], None]
+
+# Indexes whose Simple API lives elsewhere than next to the upload URL.
+KNOWN_SIMPLE_APIS = {
+    "https://upload.pypi.org/legacy/": "https://pypi.org/simple/",
+    "https://test.pypi.org/legacy/": "https://test.pypi.org/simple/",
+}
+
+
+@dataclass(frozen=True)
+class PublishOutcome:
+    filename: str
+    sha256: str
+    status: str  # "uploaded", or "already there" (same sha256 on the index)
+
+    def to_dict(self) -> dict[str, str]:
+        return {"wheel": self.filename, "sha256": self.sha256, "status": self.status}
+
+
+def simple_api_candidates(upload_url: str) -> list[str]:
+    """Where the Simple API of an upload URL may be: devpi serves ``/user/index/`` with
+    ``/user/index/+simple/``, pypiserver ``/`` with ``/simple/``."""
+    url = upload_url if upload_url.endswith("/") else upload_url + "/"
+    if url in KNOWN_SIMPLE_APIS:
+        return [KNOWN_SIMPLE_APIS[url]]
+    parts = urlsplit(url)
+    root = urlunsplit((parts.scheme, parts.netloc, "/", "", ""))
+    candidates = []
+    if parts.path.strip("/"):
+        candidates += [url + "+simple/", url + "simple/"]
+    candidates.append(root + "simple/")
+    return list(dict.fromkeys(candidates))
+
+
+def find_simple_api(upload_url: str, auth: tuple[str, str] | None) -> str:
+    tried = []
+    for candidate in simple_api_candidates(upload_url):
+        with SimpleClient(candidate, auth=auth) as client:
+            response = client.get(candidate)
+        if response.status_code == 200 and not response.is_redirect:
+            return candidate
+        tried.append(redact(candidate))
+    raise UsageError(f"cannot find the Simple API of {redact(upload_url)} (tried "
+                     f"{', '.join(tried)}): pass --index-url")
+
+
+def upload_fields(inspection: Inspection) -> dict[str, Any]:
+    """The legacy upload API's form fields for one wheel, from its METADATA."""
+    assert inspection.facts is not None and inspection.metadata is not None
+    meta = Metadata.from_email(inspection.metadata, validate=False)
+    _, _, _, tags = parse_wheel_filename(inspection.facts.filename)
+    fields: dict[str, Any] = {
+        ":action": "file_upload",
+        "protocol_version": "1",
+        "name": meta.name,
+        "version": str(meta.version),
+        "filetype": "bdist_wheel",
+        "pyversion": ".".join(sorted({t.interpreter for t in tags})),
+        "metadata_version": meta.metadata_version,
+        "sha256_digest": inspection.facts.sha256,
+    }
+    optional: dict[str, Any] = {
+        "summary": meta.summary,
+        "description": meta.description,
+        "description_content_type": meta.description_content_type,
+        "license_expression": meta.license_expression,
+        "requires_python": str(meta.requires_python) if meta.requires_python else None,
+        "requires_dist": [str(r) for r in meta.requires_dist or []],
+        "project_urls": [f"{k}, {v}" for k, v in (meta.project_urls or {}).items()],
+    }
+    fields.update({key: value for key, value in optional.items() if value})
+    return fields
+
+
+def _existing(client: SimpleClient, projects: set[str]) -> dict[str, IndexFile]:
+    found: dict[str, IndexFile] = {}
+    for project in sorted(projects):
+        for file in client.project_files(project) or []:
+            found[file.filename] = file
+    return found
+
+
+def _upload(client: httpx2.Client, repository: Repository, inspection: Inspection) -> None:
+    assert inspection.facts is not None
+    name = inspection.facts.filename
+    try:
+        with inspection.path.open("rb") as stream:
+            response = client.post(repository.upload_url, data=upload_fields(inspection),
+                                   files={"content": (name, stream, "application/octet-stream")})
+    except httpx2.HTTPError as exc:
+        raise IndexServerError(f"uploading {name} to {repository.display} failed: "
+                               f"{describe_http_error(exc)}") from None
+    status = response.status_code
+    if status in (200, 201):
+        return
+    if status in (401, 403):
+        hint = "" if repository.password else \
+            " (no password given: set TWINE_PASSWORD, use ~/.pypirc or a keyring)"
+        raise IndexAuthenticationError(f"{repository.display} refused the upload of {name} "
+                                       f"(HTTP {status}): check the user name and password{hint}")
+    if status == 409:
+        raise IndexConflictError(f"{repository.display} already has a file named {name} "
+                                 "(HTTP 409)")
+    detail = (response.text or "").strip().splitlines()
+    reason = detail[0][:200] if detail and len(detail[0]) < 200 else response.reason_phrase
+    if response.is_redirect:
+        reason = f"redirected to {redact(response.headers.get('location', '?'))}: use that URL"
+    raise IndexServerError(f"{repository.display} did not accept {name}: HTTP {status} {reason}")
+
+
+def _size(size: int) -> str:
+    return f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size / 1e3:.1f} kB"
+
+
+def publish(paths: Sequence[Path], repository: Repository, *, index_url: str | None = None,
+            progress: Progress | None = None) -> list[PublishOutcome]:
+    """Check every wheel, compare with what the index has, then upload the new ones.
+
+    Raises before uploading anything when a wheel fails its checks or the index has a
+    different file under the same name."""
+    say = progress or (lambda _message: None)
+    wheels = collect_wheels(paths)
+    if not wheels:
+        raise UsageError("no wheels to publish")
+    # The index first: a server that is down or a wrong URL fails before minutes of checks.
+    simple_url = index_url or find_simple_api(repository.upload_url, repository.auth)
+    say(f"checking {len(wheels)} wheel(s)")
+    inspections = [inspect_wheel(path) for path in wheels]
+    for inspection in inspections:
+        if inspection.refusal is not None:
+            raise CheckFailedError(f"{inspection.path.name} refused: {inspection.refusal}; "
+                                   "nothing was uploaded")
+    same_host = urlsplit(simple_url).netloc == urlsplit(repository.upload_url).netloc
+    with SimpleClient(simple_url, auth=repository.auth if same_host else None) as reader:
+        existing = _existing(reader, {i.facts.project for i in inspections if i.facts})
+        plan: list[tuple[Inspection, bool]] = []
+        for inspection in inspections:
+            assert inspection.facts is not None
+            there = existing.get(inspection.facts.filename)
+            if there is None:
+                plan.append((inspection, True))
+                continue
+            remote_sha = there.sha256 or reader.file_sha256(there.url)
+            if remote_sha != inspection.facts.sha256:
+                raise IndexConflictError(
+                    f"{reader.display} already has a different {inspection.facts.filename}; "
+                    "a published file never changes: give the new build another version "
+                    "(nothing was uploaded)")
+            plan.append((inspection, False))
+    outcomes = []
+    with httpx2.Client(auth=repository.auth, timeout=httpx2.Timeout(60, write=600),
+                      follow_redirects=False) as client:
+        for inspection, upload in plan:
+            assert inspection.facts is not None
+            name = inspection.facts.filename
+            if upload:
+                say(f"uploading {name} ({_size(inspection.facts.size)})")
+                _upload(client, repository, inspection)
+                outcomes.append(PublishOutcome(name, inspection.facts.sha256, "uploaded"))
+            else:
+                say(f"{name}: already on the index with the same sha256, skipped")
+                outcomes.append(PublishOutcome(name, inspection.facts.sha256, "already there"))
+    return outcomes

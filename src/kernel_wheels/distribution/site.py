@@ -1,0 +1,280 @@
+"""The static index site: a folder that any web server or object store serves as is.
+
+Layout (``docs/index-scheme.md``)::
+
+    SITE/index.html                    a landing page naming the indexes
+    SITE/files/<wheel>                 every wheel, once
+    SITE/files/<wheel>.metadata        its METADATA (PEP 658)
+    SITE/simple/                       every wheel: index.html (PEP 503), index.json (PEP 691)
+    SITE/simple/<project>/             the project's files, same two forms
+    SITE/<target>/simple/...           only what a machine of that target should get
+    SITE/.kernel-wheels/               state cache, lock, staging (not needed to serve)
+
+:func:`build_site` reads top to bottom: lock -> what the site holds -> what the inputs
+add (a different file under an existing name is refused) -> inspect and check the new
+wheels (all refused if one fails: nothing written) -> place files and metadata -> render
+the pages of the projects that changed -> root pages -> remove what is no longer
+listed -> state. Files are in place before any page links to them, and every file is
+replaced by a rename, so a run killed at any point leaves a valid index.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import CheckFailedError, IndexConflictError
+from .atomic import SiteLock, Staging
+from .sitepages import (
+    FILES,
+    RENDERER,
+    SIMPLE,
+    PageWriter,
+    remove_unlisted,
+    render_pages,
+    write_landing_page,
+    write_roots,
+)
+from .sitestate import SiteState, StatKey, stat_key
+from .targets import parse_kernel_wheel, parse_target_key, targets_of
+from .wheelfacts import Inspection, WheelFacts, collect_wheels, file_sha256, inspect_wheel
+
+Progress = Callable[[str], None]
+
+STATE_DIR = ".kernel-wheels"
+
+
+@dataclass(frozen=True)
+class SiteResult:
+    site: Path
+    added: tuple[str, ...]
+    already_present: tuple[str, ...]
+    wheels: int
+    projects: int
+    targets: tuple[str, ...]
+    pages_written: int
+    pages_unchanged: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "site": str(self.site),
+            "added": list(self.added),
+            "already_present": list(self.already_present),
+            "wheels": self.wheels,
+            "projects": self.projects,
+            "indexes": [f"{SIMPLE}/"] + [f"{t}/{SIMPLE}/" for t in self.targets],
+            "targets": list(self.targets),
+            "pages_written": self.pages_written,
+            "pages_unchanged": self.pages_unchanged,
+        }
+
+
+def _die_with_parent() -> None:
+    """Worker processes end when the run is killed (they hold the lock's descriptor)."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One wheel to inspect; its copy (``copy``) and METADATA go to ``stage``."""
+
+    path: Path
+    stage: Path
+    copy: bool
+
+
+def _inspect_job(job: _Job) -> Inspection:
+    """Runs in a worker: read, check, and stage the wheel's copy and metadata file, so
+    that the run's main process only renames files into place."""
+    inspection = inspect_wheel(job.path, job.stage / job.path.name if job.copy else None)
+    if inspection.metadata is not None:
+        staged = job.stage / f"{job.path.name}.metadata"
+        staged.write_bytes(inspection.metadata)
+        staged.chmod(0o644)
+    if inspection.copy is not None:
+        inspection.copy.chmod(0o644)
+    return inspection
+
+
+def inspect_all(jobs: Sequence[_Job], processes: int) -> list[Inspection]:
+    """Inspect and check wheels, in worker processes when there are several."""
+    workers = min(processes or os.cpu_count() or 1, len(jobs))
+    if workers <= 1:
+        return [_inspect_job(job) for job in jobs]
+    chunk = max(1, min(64, len(jobs) // (workers * 4)))
+    with ProcessPoolExecutor(workers, initializer=_die_with_parent) as pool:
+        return list(pool.map(_inspect_job, jobs, chunksize=chunk))
+
+
+def _scan_site_files(files_dir: Path, state: SiteState) -> tuple[dict[str, WheelFacts], list[Path]]:
+    """Wheels already in the site: cached facts while their stat is unchanged, else
+    to be inspected again."""
+    known: dict[str, WheelFacts] = {}
+    unknown: list[Path] = []
+    with os.scandir(files_dir) as entries:
+        for entry in entries:
+            if not entry.name.endswith(".whl") or not entry.is_file():
+                continue
+            cached = state.wheels.get(entry.name)
+            if cached and cached[0] == stat_key(entry.stat()):
+                known[entry.name] = cached[1]
+            else:
+                unknown.append(Path(entry.path))
+    return known, unknown
+
+
+def _input_sha256(path: Path, state: SiteState, seen: dict[str, tuple[StatKey, str]]) -> str:
+    key = stat_key(path.stat())
+    absolute = str(path.resolve())
+    cached = state.inputs.get(absolute)
+    sha = cached[1] if cached and cached[0] == key else file_sha256(path)
+    seen[absolute] = (key, sha)
+    return sha
+
+
+def _new_inputs(site: Path, wheel_paths: Sequence[Path], facts: dict[str, WheelFacts],
+                unknown: Sequence[Path], state: SiteState,
+                seen: dict[str, tuple[StatKey, str]]) -> tuple[list[Path], list[str]]:
+    """(wheels to add, names already there); a different file under a name the site
+    has is refused."""
+    unknown_names = {p.name: p for p in unknown}
+    new_paths: list[Path] = []
+    present: list[str] = []
+    for path in wheel_paths:
+        name = path.name
+        if name not in facts and name not in unknown_names:
+            new_paths.append(path)
+            continue
+        have = facts[name].sha256 if name in facts else file_sha256(unknown_names[name])
+        if _input_sha256(path, state, seen) != have:
+            raise IndexConflictError(
+                f"{name} is already in {site} with different content; a published file never "
+                "changes: give the new build another version")
+        present.append(name)
+    return new_paths, present
+
+
+def _inspect(jobs: Sequence[_Job], processes: int, state: SiteState,
+             say: Progress) -> list[Inspection]:
+    """Check every wheel; any refusal stops the run before the site is touched."""
+    if jobs:
+        say(f"checking {len(jobs)} wheel(s)")
+    inspections = inspect_all(jobs, processes)
+    for job, inspection in zip(jobs, inspections, strict=True):
+        if inspection.refusal is not None:
+            refused = sum(i.refusal is not None for i in inspections)
+            more = f" (and {refused - 1} more wheels)" if refused > 1 else ""
+            if job.copy:
+                raise CheckFailedError(f"{job.path.name} refused: {inspection.refusal}{more}; "
+                                       "the index was not changed")
+            raise CheckFailedError(f"{job.path} fails its checks: {inspection.refusal}{more}; "
+                                   "remove it and run again")
+        known = state.wheels.get(job.path.name)
+        if not job.copy and known and inspection.facts and \
+                known[1].sha256 != inspection.facts.sha256:
+            raise IndexConflictError(
+                f"{job.path} changed since it was indexed; a published file never changes: "
+                "restore it, or remove it and run again")
+    return inspections
+
+
+def _place(inspections: Sequence[Inspection], files_dir: Path, incoming: Path,
+           facts: dict[str, WheelFacts], state: SiteState) -> set[str]:
+    """Move checked wheels and their metadata files into ``files/`` (renames only).
+    Returns the projects whose files may have changed."""
+    touched = {i.facts.project for i in inspections if i.facts}
+    for inspection in inspections:
+        assert inspection.facts is not None
+        name = inspection.facts.filename
+        final = files_dir / name
+        if inspection.copy is not None:
+            os.replace(inspection.copy, final)
+        os.replace(incoming / f"{name}.metadata", files_dir / f"{name}.metadata")
+        facts[name] = inspection.facts
+        state.wheels[name] = (stat_key(final.stat()), inspection.facts)
+    for name in set(state.wheels) - set(facts):  # removed from files/ by hand
+        touched.add(state.wheels.pop(name)[1].project)
+    return touched
+
+
+def _remember_inputs(state: SiteState, facts: dict[str, WheelFacts],
+                     new_paths: Sequence[Path], seen: dict[str, tuple[StatKey, str]]) -> None:
+    """Input files are remembered by stat while the site holds a wheel of their name."""
+    remembered = {p: row for p, row in state.inputs.items() if os.path.basename(p) in facts}
+    remembered.update(seen)
+    for path in new_paths:
+        remembered[str(path.resolve())] = (stat_key(path.stat()), facts[path.name].sha256)
+    state.inputs = remembered
+
+
+def _write_state(state: SiteState, state_dir: Path, staging: Staging) -> None:
+    text = state.to_json().encode()
+    path = state_dir / "state.json"
+    if not (path.is_file() and path.read_bytes() == text):
+        staging.write(path, text)
+
+
+def build_site(site: Path, inputs: Sequence[Path], targets: Sequence[str] = (), *,
+               jobs: int = 0, progress: Progress | None = None) -> SiteResult:
+    """Add ``inputs`` (wheels or folders of wheels) to the static index at ``site`` and
+    bring every page up to date. ``targets``: target keys to index beyond those of the
+    wheels' own builds."""
+    say = progress or (lambda _message: None)
+    wanted_targets = {parse_target_key(t).key for t in targets}
+    wheel_paths = collect_wheels(inputs)
+    files_dir, state_dir = site / FILES, site / STATE_DIR
+    with SiteLock(state_dir / "lock", on_wait=say), Staging(state_dir / "staging") as staging:
+        state = SiteState.load(state_dir / "state.json")
+        files_dir.mkdir(parents=True, exist_ok=True)
+        facts, unknown = _scan_site_files(files_dir, state)
+        seen: dict[str, tuple[StatKey, str]] = {}
+        new_paths, present = _new_inputs(site, wheel_paths, facts, unknown, state, seen)
+
+        incoming = staging.folder / "incoming"
+        incoming.mkdir()
+        inspections = _inspect([_Job(p, incoming, True) for p in new_paths]
+                               + [_Job(p, incoming, False) for p in unknown], jobs, state, say)
+        # Files and metadata first: no page may point at a file that is not there.
+        touched = _place(inspections, files_dir, incoming, facts, state)
+        _remember_inputs(state, facts, new_paths, seen)
+        if len(inspections) >= 64:
+            # A run killed from here on need not check these wheels again. Project
+            # records and targets still describe the old pages: the next run renders.
+            _write_state(state, state_dir, staging)
+
+        writer = PageWriter(staging)
+        # Targets never go away, so only the wheels inspected now can add one.
+        all_targets = state.targets | wanted_targets | \
+            targets_of(w for i in inspections if (w := parse_kernel_wheel(i.path.name)))
+        listed = render_pages(site, facts, all_targets, state, touched, writer)
+        write_roots(site, listed, writer)
+        remove_unlisted(site, listed)
+        _remove_stale_metadata(files_dir, facts)
+        write_landing_page(site, sorted(all_targets), staging)
+        state.renderer, state.targets = RENDERER, all_targets
+        _write_state(state, state_dir, staging)
+
+    added = tuple(sorted(p.name for p in new_paths))
+    say(f"{site}: {len(added)} wheel(s) added, {len(present)} already there; "
+        f"{len(facts)} wheels, {len(state.projects)} projects, {len(all_targets)} target "
+        f"indexes; {writer.written} pages written, {writer.unchanged} unchanged")
+    return SiteResult(site, added, tuple(sorted(present)), len(facts), len(state.projects),
+                      tuple(sorted(all_targets)), writer.written, writer.unchanged)
+
+
+def _remove_stale_metadata(files_dir: Path, facts: dict[str, WheelFacts]) -> None:
+    with os.scandir(files_dir) as entries:
+        stale = [e.path for e in entries
+                 if e.name.endswith(".whl.metadata") and e.name[: -len(".metadata")] not in facts]
+    for path in stale:
+        Path(path).unlink(missing_ok=True)

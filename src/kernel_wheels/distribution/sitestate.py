@@ -1,0 +1,74 @@
+"""The site's memory between runs: ``SITE/.kernel-wheels/state.json``.
+
+A cache, never the truth: the truth is the set of wheels in ``SITE/files/``. Facts of a
+wheel are reused while its size, modification time and inode are unchanged; input
+files outside the site are remembered the same way so that indexing a folder again
+does not re-hash what it has already seen. Losing the file costs one full re-read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .wheelfacts import WheelFacts
+
+STATE_FORMAT = 1
+
+StatKey = tuple[int, int, int]  # size, mtime_ns, inode
+
+
+def stat_key(stat: os.stat_result) -> StatKey:
+    return stat.st_size, stat.st_mtime_ns, stat.st_ino
+
+
+@dataclass
+class ProjectRecord:
+    #: sha256 over the project's (file name, sha256) pairs: unchanged -> pages unchanged.
+    fingerprint: str
+    #: The indexes (``""`` for the root one, else a target key) that list the project.
+    indexes: list[str]
+
+
+@dataclass
+class SiteState:
+    """Mutable on purpose: one run reads it, updates it and writes it back."""
+
+    renderer: str = ""
+    targets: set[str] = field(default_factory=set)
+    wheels: dict[str, tuple[StatKey, WheelFacts]] = field(default_factory=dict)
+    inputs: dict[str, tuple[StatKey, str]] = field(default_factory=dict)
+    projects: dict[str, ProjectRecord] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path) -> SiteState:
+        try:
+            raw = json.loads(path.read_text())
+            if raw.get("format") != STATE_FORMAT:
+                return cls()
+            return cls(
+                renderer=raw["renderer"],
+                targets=set(raw["targets"]),
+                wheels={name: (tuple(row[0]), WheelFacts.from_json(name, row[1]))
+                        for name, row in raw["wheels"].items()},
+                inputs={path: (tuple(row[0]), row[1])
+                        for path, row in raw["inputs"].items()},
+                projects={name: ProjectRecord(row[0], list(row[1]))
+                          for name, row in raw["projects"].items()},
+            )
+        except (OSError, ValueError, KeyError, TypeError, AssertionError):
+            return cls()  # missing or damaged: start afresh, the site's files are the truth
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "format": STATE_FORMAT,
+            "renderer": self.renderer,
+            "targets": sorted(self.targets),
+            "wheels": {name: [list(key), facts.to_json()]
+                       for name, (key, facts) in sorted(self.wheels.items())},
+            "inputs": {path: [list(key), sha] for path, (key, sha) in sorted(self.inputs.items())},
+            "projects": {name: [rec.fingerprint, sorted(rec.indexes)]
+                         for name, rec in sorted(self.projects.items())},
+        }, separators=(",", ":")) + "\n"

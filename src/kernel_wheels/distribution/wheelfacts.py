@@ -1,0 +1,145 @@
+"""What an index needs from one wheel, read in one pass, and the wheel's check.
+
+:func:`inspect_wheel` is what the site runs on every wheel it has not seen before
+(in worker processes: the manylinux check uses auditwheel, which changes the working
+directory): the file's sha256 and size, its METADATA bytes (served as the PEP 658
+``.metadata`` file) with their sha256, Requires-Python, and the verdict of
+:func:`kernel_wheels.checks.check_wheel`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import zipfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from email.parser import BytesHeaderParser
+from pathlib import Path
+
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
+from ..errors import IndexConflictError, UsageError
+
+_CHUNK = 1 << 20
+_IN_MEMORY = 16 << 20  # smaller wheels are read once into memory
+
+
+@dataclass(frozen=True)
+class WheelFacts:
+    filename: str
+    project: str  # normalised name
+    version: str
+    sha256: str
+    size: int
+    requires_python: str | None
+    metadata_sha256: str
+
+    def to_json(self) -> list[object]:
+        return [self.project, self.version, self.sha256, self.size, self.requires_python,
+                self.metadata_sha256]
+
+    @classmethod
+    def from_json(cls, filename: str, row: list[object]) -> WheelFacts:
+        project, version, sha256, size, requires_python, metadata_sha256 = row
+        assert isinstance(size, int)
+        return cls(filename, str(project), str(version), str(sha256), size,
+                   None if requires_python is None else str(requires_python),
+                   str(metadata_sha256))
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """The result of :func:`inspect_wheel`: facts and METADATA, or why it was refused."""
+
+    path: Path
+    facts: WheelFacts | None
+    metadata: bytes | None
+    refusal: str | None
+    #: Where the copy of the wheel was written, when one was asked for.
+    copy: Path | None = None
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        while chunk := stream.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _read_and_copy(path: Path, copy_to: Path | None) -> tuple[str, int, zipfile.ZipFile]:
+    """sha256 and size of ``path`` and an open archive, copying the bytes to ``copy_to``
+    in the same pass."""
+    size = path.stat().st_size
+    if size <= _IN_MEMORY:
+        content = path.read_bytes()
+        if copy_to is not None:
+            copy_to.write_bytes(content)
+        return hashlib.sha256(content).hexdigest(), len(content), \
+            zipfile.ZipFile(io.BytesIO(content))
+    digest = hashlib.sha256()
+    size = 0
+    with path.open("rb") as stream, \
+            (copy_to.open("wb") if copy_to is not None else io.BytesIO()) as out:
+        while chunk := stream.read(_CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+            if copy_to is not None:
+                out.write(chunk)
+    return digest.hexdigest(), size, zipfile.ZipFile(copy_to or path)
+
+
+def read_facts(path: Path, copy_to: Path | None = None) -> tuple[WheelFacts, bytes]:
+    """sha256, size and METADATA of a wheel, reading it once (and copying it to
+    ``copy_to`` in the same pass). Raises ValueError, KeyError, OSError or
+    zipfile.BadZipFile for a file that is not a readable wheel."""
+    name, version, _, _ = parse_wheel_filename(path.name)
+    sha256, size, archive = _read_and_copy(path, copy_to)
+    with archive:
+        members = [n for n in archive.namelist()
+                   if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
+        if len(members) != 1:
+            raise ValueError("no single .dist-info/METADATA in the wheel")
+        metadata = archive.read(members[0])
+    headers = BytesHeaderParser().parsebytes(metadata)
+    requires_python = headers.get("Requires-Python")
+    facts = WheelFacts(path.name, canonicalize_name(name), str(version), sha256, size,
+                       str(requires_python).strip() if requires_python else None,
+                       hashlib.sha256(metadata).hexdigest())
+    return facts, metadata
+
+
+def inspect_wheel(path: Path, copy_to: Path | None = None) -> Inspection:
+    """Facts and check of one wheel; never raises for a bad wheel. With ``copy_to``,
+    the wheel is also copied there while it is read."""
+    from ..checks import check_wheel
+
+    try:
+        facts, metadata = read_facts(path, copy_to)
+    except (ValueError, KeyError, zipfile.BadZipFile, OSError) as exc:
+        return Inspection(path, None, None, f"unreadable wheel: {exc}")
+    report = check_wheel(path)
+    if not report.passed:
+        return Inspection(path, None, None, report.first_failure())
+    return Inspection(path, facts, metadata, None, copy_to)
+
+
+def collect_wheels(inputs: Iterable[Path]) -> list[Path]:
+    """Wheel files given directly or found (not recursively) in given folders."""
+    found: dict[str, Path] = {}
+    for given in inputs:
+        if given.is_dir():
+            paths = sorted(p for p in given.iterdir() if p.suffix == ".whl" and p.is_file())
+        elif given.is_file():
+            if given.suffix != ".whl":
+                raise UsageError(f"{given} is not a wheel (.whl)")
+            paths = [given]
+        else:
+            raise UsageError(f"{given} does not exist")
+        for path in paths:
+            other = found.setdefault(path.name, path)
+            if other != path and file_sha256(other) != file_sha256(path):
+                raise IndexConflictError(f"{path.name} is given twice with different content "
+                                         f"({other} and {path})")
+    return list(found.values())

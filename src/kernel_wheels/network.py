@@ -1,0 +1,118 @@
+"""Network settings: every remote call has a connect and a read timeout, and is retried
+with exponential backoff (honouring a server's Retry-After) before it fails with one line.
+
+``KERNEL_WHEELS_TIMEOUT`` (seconds, default 30) bounds the Hub API calls and git
+transfers; file downloads use huggingface_hub's own ``HF_HUB_DOWNLOAD_TIMEOUT`` and
+``HF_HUB_ETAG_TIMEOUT`` (default 10). ``KERNEL_WHEELS_RETRIES`` (default 3) is how many
+times a failed call is tried again. ``--timeout`` and ``--retries`` override both.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import UsageError
+
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_RETRIES = 3
+#: A server asking to wait longer than this (429 Retry-After) gets an error instead.
+MAX_RETRY_AFTER = 120.0
+#: The longest wait between two tries, and the most tries again a user may ask for.
+MAX_BACKOFF = 60.0
+MAX_RETRIES = 100
+
+
+@dataclass(frozen=True)
+class NetworkSettings:
+    timeout: float = DEFAULT_TIMEOUT
+    retries: int = DEFAULT_RETRIES
+    #: First backoff delay in seconds; doubled on every retry.
+    backoff: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not 0 < self.timeout < math.inf:
+            raise UsageError(f"--timeout {self.timeout}: give a finite number of seconds above 0")
+        if not 0 <= self.retries <= MAX_RETRIES:
+            raise UsageError(f"--retries {self.retries}: give 0 to {MAX_RETRIES}")
+
+    @classmethod
+    def from_environment(cls, timeout: float | None = None,
+                         retries: int | None = None) -> NetworkSettings:
+        return cls(timeout if timeout is not None else _env_number("KERNEL_WHEELS_TIMEOUT",
+                                                                   DEFAULT_TIMEOUT, float),
+                   retries if retries is not None else int(_env_number("KERNEL_WHEELS_RETRIES",
+                                                                       DEFAULT_RETRIES, int)))
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before try ``attempt + 1``."""
+        if retry_after is not None:
+            return retry_after
+        return float(min(self.backoff * 2 ** min(attempt - 1, 16), MAX_BACKOFF))
+
+
+def _env_number(name: str, default: float, kind: type[float] | type[int]) -> float:
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return default
+    try:
+        return kind(value)
+    except ValueError:
+        raise UsageError(f"{name}={value!r} is not a number") from None
+
+
+def retry_after_seconds(headers: object) -> float | None:
+    """A 429/503 answer's Retry-After (seconds form), if any."""
+    get = getattr(headers, "get", None)
+    value = get("Retry-After") if callable(get) else None
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def configure_hub_client(settings: NetworkSettings) -> None:
+    """huggingface_hub's shared HTTP client has no timeout of its own: give it ours, so
+    a Hub that accepts the connection and never answers cannot hang a run. Its calls
+    pass timeouts of their own (10 s, 60 s when a HEAD is retried): a request hook
+    replaces them with ours, so ``--timeout`` bounds every request."""
+    from huggingface_hub.utils import _http
+
+    def factory() -> object:
+        client = _http.default_client_factory()
+        client.timeout = type(client.timeout)(settings.timeout)
+        bound = client.timeout.as_dict()
+
+        def our_timeout(request: Any) -> None:
+            request.extensions["timeout"] = bound
+
+        client.event_hooks["request"].append(our_timeout)
+        return client
+
+    _http.set_client_factory(factory)  # type: ignore[arg-type]
+    _one_layer_of_retries()
+
+
+def _one_layer_of_retries() -> None:
+    """huggingface_hub retries on its own: API pages and file metadata five more times
+    (waiting up to 23 s in all), a failed HEAD once more with a 60 s timeout, a broken
+    download five more times. Our caller retries every call already (and a download
+    resumes from what the HF cache kept), so its retries only multiply ours: a stalled
+    Hub would take minutes per try. They are turned off, so that ``--retries`` and
+    ``--timeout`` mean what they say."""
+    from huggingface_hub import file_download
+    from huggingface_hub.utils import _http
+
+    for function, count in ((_http.http_backoff, "max_retries"),
+                            (_http.http_stream_backoff, "max_retries"),
+                            (file_download.http_get, "_nb_retries")):
+        defaults = getattr(getattr(function, "__wrapped__", function), "__kwdefaults__", None)
+        if defaults is not None and count in defaults:
+            defaults[count] = 0
+    for name in ("_DEFAULT_RETRY_ON_EXCEPTIONS", "_DEFAULT_RETRY_ON_STATUS_CODES"):
+        if hasattr(file_download, name):  # the HEAD retried when no cached copy exists
+            setattr(file_download, name, ())

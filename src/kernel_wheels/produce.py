@@ -1,0 +1,87 @@
+"""Producing one wheel from a :class:`~kernel_wheels.assemble.WheelJob`: tag it honestly
+(``--manylinux-version auto``), write it into the staging folder, check it from what the
+writer computed, and report. Runs in a worker thread (or inline for a single variant);
+everything it needs arrives in the job.
+"""
+
+from __future__ import annotations
+
+import errno
+import threading
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from .assemble import WheelJob, job_members
+from .checks import CheckReport, check_written_wheel
+from .checks.elffile import ELF_MAGIC, ElfError, read_elf
+from .checks.facts import is_binary_name
+from .checks.manylinux import honest_policy
+from .errors import CheckFailedError, OutputError
+from .plan import WheelPlan
+from .variants import Variant
+from .wheelwriter import file_sha256, write_wheel
+
+_OUTPUT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+
+
+@dataclass(frozen=True)
+class ProducedWheel:
+    variant: Variant
+    filename: str
+    temp: Path  # in the staging folder
+    sha256: str
+    size: int
+    report: CheckReport | None
+
+
+def _honest_plan(job: WheelJob) -> WheelPlan:
+    """The plan tagged with the lowest manylinux policy the binaries meet."""
+    plan = job.plan()
+    if job.variant.os != "linux" or job.variant.cpu_arch is None:
+        return plan
+    infos = []
+    for packed in job.files:
+        if not is_binary_name(packed.arcname):
+            continue
+        with packed.source.open("rb") as stream:
+            if stream.read(4) != ELF_MAGIC:
+                continue
+        try:
+            infos.append(read_elf(packed.source, packed.arcname))
+        except ElfError:
+            return plan  # the check that follows names the broken file
+    if not infos:
+        return plan
+    honest, _outside = honest_policy(infos, job.variant.cpu_arch)
+    if not honest.name.startswith("manylinux_"):
+        return plan
+    _, major, minor, _arch = honest.name.split("_", 3)
+    return job.plan(replace(job.tags, manylinux_version=f"{major}.{minor}"))
+
+
+def produce_wheel(job: WheelJob, cancel: threading.Event | None = None) -> ProducedWheel:
+    """``cancel``, once set, stops the writing at the next chunk (Ctrl-C, SIGTERM, an
+    error in another wheel of the run)."""
+    plan = _honest_plan(job) if job.manylinux_auto else job.plan()
+    members = job_members(job, plan)
+    temp = job.staging / plan.filename
+    try:
+        written = write_wheel(temp, members, plan.dist_info, job.epoch, job.compression, cancel)
+    except OSError as exc:
+        # The output folder's disk is full, or a file-size limit or quota stops the wheel:
+        # name the folder, not the staging file (which is removed with its folder).
+        if exc.errno in _OUTPUT_ERRNOS or exc.filename == str(temp):
+            raise OutputError(f"cannot write {plan.filename} to {job.staging.parent}: "
+                              f"{exc.strerror or exc}") from None
+        raise
+    report = check_written_wheel(written, members, plan.filename) if job.check else None
+    if report is not None and not report.passed:
+        temp.unlink(missing_ok=True)
+        hint = ""
+        if report.honest_manylinux and any(f.check == "manylinux" for f in report.failures):
+            hint = (f" (the binaries honestly meet {report.honest_manylinux}: use "
+                    "--manylinux-version auto)")
+        raise CheckFailedError(f"{plan.filename} failed its checks and was not written: "
+                               f"{report.first_failure()}{hint}")
+    return ProducedWheel(job.variant, plan.filename, temp, file_sha256(temp), temp.stat().st_size,
+                         report)

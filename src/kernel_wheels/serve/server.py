@@ -1,0 +1,102 @@
+"""Running the application under uvicorn: the socket, the workers, the shutdown.
+
+The socket is bound here, before uvicorn starts, so that a port in use is one line
+(``kernel-wheels: error: cannot listen on ...``) and not a log record and exit status
+3. One worker runs the application in this process; ``--workers N`` hands the socket
+to uvicorn's supervisor, which starts N processes (each builds its own application
+from the settings in the environment) and replaces any that dies.
+
+Shutdown is uvicorn's: on SIGTERM or Ctrl-C it stops accepting connections and waits
+for the requests in flight, conversions included, to finish; then the application's
+lifespan ends. A process killed outright leaves its staging folder behind, which the
+next start removes (its lock is free). Stopping on a signal is a normal end (exit 0).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from starlette.types import ASGIApp
+
+from ..errors import ServeError
+from .app import create_app, load_users
+from .cache import WheelCache
+from .logs import EventLog, uvicorn_log_config
+from .settings import HTPASSWD_VARIABLE, SETTINGS_VARIABLE, ServeSettings
+
+if TYPE_CHECKING:
+    import uvicorn
+
+
+def listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP, not 0: asyncio turns Nagle's algorithm off (TCP_NODELAY) only on
+    # sockets that say they are TCP; without it, headers and body sent apart wait for a
+    # delayed ACK, 40 ms per request on a keep-alive connection.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+@contextlib.contextmanager
+def _signals_end_quietly() -> Iterator[None]:
+    """uvicorn raises the stopping signal again after its graceful shutdown, under the
+    handler that was there before it; a no-op there makes a stop on a signal exit 0
+    instead of reaching the command line's "interrupted" path."""
+    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _config(app: ASGIApp | str, factory: bool = False, workers: int = 1) -> uvicorn.Config:
+    import uvicorn
+
+    # No timeout_graceful_shutdown: a conversion in flight is finished, not cut.
+    return uvicorn.Config(app, factory=factory, workers=workers, lifespan="on",
+                          log_config=uvicorn_log_config(), access_log=False,
+                          server_header=False, timeout_graceful_shutdown=None)
+
+
+def run_server(settings: ServeSettings, events: EventLog | None = None) -> None:
+    import uvicorn
+
+    events = events or EventLog()
+    users = load_users(settings)  # a bad htpasswd file: one line, before anything listens
+    WheelCache(settings.cache, settings.cache_size, events).prepare()  # likewise the cache
+    sock = listen(settings.host, settings.port)
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    events.write("start", url=f"http://{host}:{settings.port}/", workers=settings.workers,
+                 kernels=[k.repo_id for k in settings.kernels], cache=str(settings.cache),
+                 cache_limit=settings.cache_size, ttl=settings.ttl,
+                 authentication="htpasswd file" if settings.auth_file else
+                 "htpasswd from the environment" if os.environ.get(HTPASSWD_VARIABLE) else "off")
+    try:
+        with _signals_end_quietly():
+            if settings.workers == 1:
+                server = uvicorn.Server(_config(create_app(settings, events, users)))
+                server.run(sockets=[sock])
+                if not server.started:
+                    raise ServeError("the server did not start (see the log above)")
+            else:
+                from uvicorn.supervisors import Multiprocess
+
+                os.environ[SETTINGS_VARIABLE] = settings.to_json()
+                config = _config("kernel_wheels.serve.app:app_from_environment", factory=True,
+                                 workers=settings.workers)
+                Multiprocess(config, sockets=[sock]).run()
+    finally:
+        sock.close()

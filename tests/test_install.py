@@ -1,0 +1,170 @@
+"""The static site end to end: the sample kernel repo -> to-wheel -> `kernel-wheels index`
+-> `python -m http.server` on 127.0.0.1 -> `kernel-wheels install`, plain `pip install`
+and `uv pip install` from the per-target index into a fresh torch 2.13.0 venv -> import ->
+the op equals the reference, torch untouched. Also: the explanation when nothing fits,
+and one-line errors for a bad index URL, an unknown project and a Python without torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from helpers import UV, make_venv, run_cli, torch_wheel
+from servers_index import pip_env, run_op, static_server, torch_fingerprint, uninstall
+
+CPU_WHEEL = "img2gray-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
+CUDA_WHEEL = "img2gray-1.1.2+torch214cu130cxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
+
+
+@pytest.fixture(scope="module")
+def site(kernel_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    wheels = tmp_path_factory.mktemp("install-wheels")
+    run_cli("to-wheel", kernel_repo, "1.1.2", "-o", wheels)
+    site = tmp_path_factory.mktemp("install-site") / "site"
+    run_cli("index", wheels, "-o", site)
+    return site
+
+
+@pytest.fixture(scope="module")
+def base_url(site: Path) -> Iterator[str]:
+    with static_server(site) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_venv(tmp_path_factory.mktemp("install-venv") / "venv",
+                     torch=torch_wheel(tmp_path_factory.mktemp("torch-wheel")))
+
+
+def test_site_serves_both_targets(site: Path) -> None:
+    assert sorted(p.parent.name for p in site.glob("*/simple")) == \
+        ["torch213-cxx11-cpu", "torch214-cxx11-cu130"]
+
+
+def test_kernel_wheels_pip_and_uv_install_from_the_static_site(base_url: str, venv: Path) -> None:
+    torch_before = torch_fingerprint(venv)
+    target = f"{base_url}torch213-cxx11-cpu/simple/"
+    commands = {
+        "kernel-wheels install (root index)": None,
+        "pip install (target index)": [str(venv), "-m", "pip", "install", "-q", "img2gray",
+                                       "--index-url", target],
+        "uv pip install (target index)": [UV, "pip", "install", "-q", "--python", str(venv),
+                                          "img2gray", "--index-url", target],
+    }
+    for what, command in commands.items():
+        if command is None:
+            proc = run_cli("install", "img2gray", "--index-url", f"{base_url}simple/", "--python",
+                           venv, env=pip_env())
+            lines = proc.stdout.splitlines()
+            assert lines[0] == f"chose {CPU_WHEEL}"
+            assert any("torch213-cxx11-cpu-x86_64-linux: built for torch 2.13 and cpu" in line
+                       for line in lines)
+            assert f"  rejected {CUDA_WHEEL}: built for torch 2.14, not 2.13" in lines
+            assert "torch==2.13.0+cpu pinned" in proc.stderr
+        else:
+            proc = subprocess.run(command, capture_output=True, text=True, env=pip_env())
+            assert proc.returncode == 0, (what, proc.stderr)
+        result = run_op(venv)
+        assert result["equal"] is True and result["version"] == "1.1.2+torch213cpucxx11", what
+        assert torch_fingerprint(venv) == torch_before, what
+        uninstall(venv)
+
+
+def test_nothing_fits_is_explained(base_url: str, venv: Path) -> None:
+    """The CUDA target's index holds only a build for torch 2.14 + CUDA 13.0: a CPU-only
+    torch 2.13 gets nothing, and is told why, file by file."""
+    proc = run_cli("install", "img2gray", "--index-url", f"{base_url}torch214-cxx11-cu130/simple/",
+                   "--python", venv, env=pip_env(), check=False)
+    assert proc.returncode == 1
+    assert f"  rejected {CUDA_WHEEL}: built for torch 2.14, not 2.13" in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "kernel-wheels: error: no wheel of img2gray fits torch 2.13.0+cpu [torch213-cxx11-cpu], "
+        "Python 3.11.7, linux x86_64: 1 file(s) on the index, each rejected above".replace(
+            "3.11.7", _python_version(venv)))
+    assert subprocess.run([str(venv), "-c", "import img2gray"],
+                          capture_output=True).returncode != 0
+
+
+def _python_version(venv: Path) -> str:
+    return subprocess.run([str(venv), "-c",
+                           "import platform; print(platform.python_version())"],
+                          capture_output=True, text=True).stdout.strip()
+
+
+def test_dry_run_json_and_file_urls(site: Path, venv: Path) -> None:
+    proc = run_cli("install", "img2gray==1.1.2", "--index-url", (site / "simple").as_uri(),
+                   "--python", venv, "--dry-run", "--json", env=pip_env())
+    decision = json.loads(proc.stdout)
+    assert decision["chosen"]["wheel"] == CPU_WHEEL and decision["installed"] is False
+    assert decision["environment"]["target"] == "torch213-cxx11-cpu"
+    assert [f["wheel"] for f in decision["files"] if not f["fits"]] == [CUDA_WHEEL]
+    assert "-c" in decision["command"] and "dry run: would run" in proc.stderr
+    assert subprocess.run([str(venv), "-c", "import img2gray"],
+                          capture_output=True).returncode != 0
+
+
+def test_install_errors_are_one_line(base_url: str, venv: Path, tmp_path: Path) -> None:
+    bare = make_venv(tmp_path / "no-torch")
+    cases = [
+        (["img2gray", "--index-url", "ftp://example.invalid/simple"], 2,
+         "'ftp://example.invalid/simple' is not an index URL"),
+        (["img2gray", "--index-url", f"{base_url}simple/", "--python", tmp_path / "nope"], 1,
+         f"no Python interpreter at {tmp_path / 'nope'}"),
+        (["no-such-kernel", "--index-url", f"{base_url}simple/"], 1,
+         f"{base_url}simple/ has no project no-such-kernel"),
+        (["img2gray", "--index-url", f"{base_url}simple/", "--python", bare], 1,
+         f"no torch in {bare}: install the torch you want first"),
+        (["img2gray>>1", "--index-url", f"{base_url}simple/"], 2,
+         "'img2gray>>1' is not a requirement"),
+    ]
+    for args, code, message in cases:
+        if "--python" not in args:
+            args = [*args, "--python", venv]
+        proc = run_cli("install", *args, env=pip_env(), check=False)
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("kernel-wheels:")]
+        assert proc.returncode == code and len(errors) == 1, proc.stderr
+        assert errors[0].startswith(f"kernel-wheels: error: {message}"), proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_choice_rules_without_an_index() -> None:
+    """`choose` alone: the newest release that has a fitting build wins (a newer release
+    with only CUDA builds does not); yanked files and files for another Python are
+    rejected with their reason; the nearest CUDA build not newer than torch's is taken."""
+    from packaging.requirements import Requirement
+    from packaging.tags import sys_tags
+
+    from kernel_wheels.distribution.environment import Environment
+    from kernel_wheels.distribution.install import choose
+    from kernel_wheels.distribution.simple_client import IndexFile
+
+    def files(*names: str, yanked: str | None = None, requires: str | None = ">=3.9") -> list[IndexFile]:
+        return [IndexFile(n, f"http://x/{n}", None, requires, yanked, True) for n in names]
+
+    tags = tuple(str(t) for t in sys_tags())
+    cpu = Environment("/p", "3.11.7", "cpython", "linux", "x86_64", tags, "2.13.0+cpu", None, True)
+    cuda = Environment("/p", "3.11.7", "cpython", "linux", "x86_64", tags, "2.13.0+cu129", None,
+                       True, cuda="12.9")
+    tail = "-cp39-abi3-manylinux_2_28_x86_64.whl"
+    listing = [*files(f"img2gray-1.2.0+torch213cu128cxx11{tail}", f"img2gray-1.2.0+torch213cu126cxx11{tail}",
+                      f"img2gray-1.2.0+torch213cu130cxx11{tail}"),
+               *files(f"img2gray-1.1.2+torch213cpucxx11{tail}", "img2gray-1.1.2-py3-none-any.whl"),
+               *files(f"img2gray-1.1.3+torch213cpucxx11{tail}", yanked="broken"),
+               *files(f"img2gray-1.1.4+torch213cpucxx11{tail}", requires=">=3.12")]
+    choice = choose(Requirement("img2gray"), listing, cpu)
+    assert choice.chosen and choice.chosen.file.filename == f"img2gray-1.1.2+torch213cpucxx11{tail}"
+    reasons = {d.file.filename: d.rejected for d in choice.decisions}
+    assert reasons[f"img2gray-1.1.3+torch213cpucxx11{tail}"] == "yanked: broken"
+    assert reasons[f"img2gray-1.1.4+torch213cpucxx11{tail}"] == "needs Python >=3.12, not 3.11.7"
+    assert reasons[f"img2gray-1.2.0+torch213cu128cxx11{tail}"] == "built for cu128, not cpu"
+    assert reasons["img2gray-1.1.2-py3-none-any.whl"] is None  # fits, ranked lower
+    choice = choose(Requirement("img2gray"), listing, cuda)
+    assert choice.chosen and choice.chosen.file.filename == f"img2gray-1.2.0+torch213cu128cxx11{tail}"
+    assert any("the newest CUDA build not newer than this torch's cu129" in w for w in choice.why)
+    pinned = choose(Requirement("img2gray==1.1.3"), listing, cpu)
+    assert pinned.chosen and "1.1.3" in pinned.chosen.file.filename  # a pin takes a yanked file

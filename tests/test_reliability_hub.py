@@ -1,0 +1,214 @@
+"""Issue #9, Hub faults on a real loopback server: olah serves drbh/img2gray, and a
+fault-injecting HTTP proxy (tests/faults.py: real sockets, real HTTP) sits between it and
+kernel-wheels. Each fault is either retried with backoff until it clears (the wheel is
+then byte-identical to a clean run's) or ends in one error line and exit 1 within a
+bounded time, with no wheel and no staging folder left. HF_TOKEN is set to a
+recognisable fake in every run and never appears in any output or wheel."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from faults import FaultProxy, one_error_line, staging_folders, tally, visible_wheels
+from helpers import Olah, run_cli
+
+CPU = "torch213-cxx11-cpu-x86_64-linux"
+WHEEL = "img2gray-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
+TOKEN = "hf_kwFakeTokenReliability0123456789abcdef"
+SO = r"resolve/[0-9a-f]{40}/build/" + CPU + r"/_img2gray_cpu_[0-9a-f]+\.abi3\.so$"
+REFS = r"^GET /api/kernels/drbh/img2gray/refs"
+TREE = r"^GET /api/kernels/drbh/img2gray/tree/[0-9a-f]{40}/build\?"
+
+
+@pytest.fixture
+def proxy(olah: Olah) -> Iterator[FaultProxy]:
+    with FaultProxy(olah.endpoint) as server:
+        yield server
+    tally("hub", faults=server.faults_injected)
+
+
+@pytest.fixture(scope="module")
+def clean_bytes(olah: Olah, tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """The CPU wheel of v1.1.2 converted straight from olah, no proxy, no faults."""
+    home = tmp_path_factory.mktemp("clean")
+    env = {"HF_ENDPOINT": olah.endpoint, "HF_HOME": str(home / "hf"),
+           "KERNEL_WHEELS_CACHE": str(home / "kw"), "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    run_cli("to-wheel", "drbh/img2gray", "1.1.2", "--variant", CPU, "-o", home / "out", env=env)
+    return (home / "out" / WHEEL).read_bytes()
+
+
+def convert(proxy: FaultProxy, hub_env: dict[str, str], out: Path, *args: str,
+            timeout: str = "2", retries: str = "1") -> tuple[subprocess.CompletedProcess[str], float]:
+    env = {**hub_env, "HF_ENDPOINT": proxy.endpoint, "HF_TOKEN": TOKEN}
+    started = time.monotonic()
+    proc = run_cli("to-wheel", "drbh/img2gray", "1.1.2", "--variant", CPU, "-o", out,
+                   "--timeout", timeout, "--retries", retries, *args, env=env, check=False)
+    elapsed = time.monotonic() - started
+    assert TOKEN not in proc.stdout + proc.stderr
+    for wheel in visible_wheels(out):
+        assert TOKEN.encode() not in wheel.read_bytes()
+    assert staging_folders(out) == []
+    tally("hub", inputs=1, inspected=1)
+    return proc, elapsed
+
+
+def test_every_request_carries_the_token_and_no_output_shows_it(proxy: FaultProxy, hub_env: dict[str, str],
+                                                                 clean_bytes: bytes, tmp_path: Path) -> None:
+    """The scans in convert() mean something: the token is really in the process (sent
+    on every request), yet absent from stdout, stderr and the wheel."""
+    proc, _ = convert(proxy, hub_env, tmp_path / "out", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "out" / WHEEL).read_bytes() == clean_bytes
+    hub_calls = [auth for (line, _), auth in zip(proxy.log, proxy.authorization, strict=True)
+                 if "agent-harnesses" not in line]
+    assert hub_calls and all(auth == f"Bearer {TOKEN}" for auth in hub_calls)
+
+
+def test_hub_down_then_back(proxy: FaultProxy, hub_env: dict[str, str], clean_bytes: bytes,
+                            tmp_path: Path) -> None:
+    """Nothing listening (connection refused), then the server comes back on the same port
+    during the backoff: the run succeeds with the clean bytes."""
+    proxy.down()
+    env = {**hub_env, "HF_ENDPOINT": proxy.endpoint, "HF_TOKEN": TOKEN}
+    out = tmp_path / "out"
+    run = subprocess.Popen([sys.executable, "-m", "kernel_wheels", "to-wheel", "drbh/img2gray", "1.1.2",
+                            "--variant", CPU, "-o", str(out), "--timeout", "2", "--retries", "4"],
+                           env={**os.environ, **env}, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)  # the first tries are refused
+        proxy.up()
+        stdout, stderr = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, stderr
+    assert "warning: listing refs: [Errno 111] Connection refused; trying again in 0.5 s (1/4)" in stderr
+    assert (out / WHEEL).read_bytes() == clean_bytes and TOKEN not in stdout + stderr
+    tally("hub", faults=stderr.count("Connection refused"))
+
+
+def test_hub_down_for_good(proxy: FaultProxy, hub_env: dict[str, str], tmp_path: Path) -> None:
+    proxy.down()
+    proc, elapsed = convert(proxy, hub_env, tmp_path / "out")
+    assert one_error_line(proc) == (
+        f"listing refs: no usable answer from {proxy.endpoint} after 2 tries ([Errno 111] Connection "
+        "refused); the timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)")
+    assert "warning: listing refs: [Errno 111] Connection refused; trying again in 0.5 s (1/1)" in proc.stderr
+    assert elapsed < 15 and visible_wheels(tmp_path / "out") == []
+    tally("hub", faults=2)
+
+
+# (rule pattern, fault, status, headers, retries, timeout, the error after "kernel-wheels: error: ",
+#  requests the fault must have caught, the most seconds the run may take)
+PERSISTENT = {
+    "reset on listing refs": (REFS, "reset", 0, {}, "1", "2",
+                              "listing refs: no usable answer from {E} after 2 tries ([Errno 104] Connection reset "
+                              "by peer); the timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
+    "killed mid-download": (r"^GET .*" + SO, "cut", 0, {}, "1", "2",
+                            "downloading build/" + CPU + ": no usable answer from {E} after 2 tries ([Errno 104] "
+                            "Connection reset by peer); the timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
+    "401": (REFS, "status", 401, {}, "1", "2",
+            "{E} refused access to drbh/img2gray (HTTP 401): the token in HF_TOKEN (not shown) lacks access", 1, 10),
+    "403 on a file": (r"^HEAD .*" + SO, "status", 403, {}, "1", "2",
+                      "{E} refused access to drbh/img2gray (HTTP 403): the token in HF_TOKEN (not shown) lacks "
+                      "access", 1, 10),
+    "404": (REFS, "status", 404, {}, "1", "2", "listing refs failed: HTTP 404 from {E}", 1, 10),
+    "429 with Retry-After": (REFS, "status", 429, {"Retry-After": "1"}, "1", "2",
+                             "listing refs: no usable answer from {E} after 2 tries (HTTP 429); the timeout is 2 s "
+                             "(--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
+    "429 asking for an hour": (REFS, "status", 429, {"Retry-After": "3600"}, "1", "2",
+                               "listing refs: {E} is rate limiting (HTTP 429) and asks to wait 3600 s; try again "
+                               "later", 1, 10),
+    "500": (TREE, "status", 500, {}, "1", "2",
+            "listing build/: no usable answer from {E} after 2 tries (HTTP 500); the timeout is 2 s "
+            "(--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
+    "truncated file": (r"^GET .*" + SO, "truncate", 0, {}, "1", "2",
+                       "downloading build/" + CPU + ": no usable answer from {E} after 2 tries (peer closed "
+                       "connection without sending complete message body (received 42624 bytes, expected 85248)); "
+                       "the timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
+    "a server lying consistently about a file": (SO, "short", 0, {}, "1", "2",
+                                                 WHEEL + " failed its checks and was not written: [digest] "
+                                                 "img2gray/_img2gray_cpu_818c8ee.abi3.so differs from its "
+                                                 "metadata.json digest (and 1 more)", 2, 15),
+    "stalled answer": (REFS, "stall", 0, {}, "1", "2",
+                       "listing refs: no usable answer from {E} after 2 tries (timed out); the timeout is 2 s "
+                       "(--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
+    "stalled file metadata": (r"^HEAD .*" + SO, "stall", 0, {}, "1", "2",
+                              "downloading build/" + CPU + ": no usable answer from {E} after 2 tries (timed out); "
+                              "the timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
+    "stalled mid-body": (r"^GET .*" + SO, "stall_body", 0, {}, "1", "2",
+                         "downloading build/" + CPU + ": no usable answer from {E} after 2 tries (timed out); the "
+                         "timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PERSISTENT))
+def test_persistent_fault_ends_in_one_line_and_no_wheel(proxy: FaultProxy, hub_env: dict[str, str],
+                                                        clean_bytes: bytes, tmp_path: Path, case: str) -> None:
+    pattern, fault, status, headers, retries, timeout, message, caught, bound = PERSISTENT[case]
+    proxy.add(pattern, fault, status=status, headers=headers)
+    out = tmp_path / "out"
+    proc, elapsed = convert(proxy, hub_env, out, timeout=timeout, retries=retries)
+    assert one_error_line(proc) == message.format(E=proxy.endpoint)
+    assert elapsed < bound, f"{case}: {elapsed:.1f} s"
+    if "Retry-After" in headers and headers["Retry-After"] == "1":
+        assert elapsed >= 1 and "warning: listing refs: HTTP 429; trying again in 1 s (1/1)" in proc.stderr
+    assert len([w for _, w in proxy.log if w != "passed"]) == caught, proxy.log
+    assert list(out.iterdir()) == []
+    # The same HF cache (with whatever the failed run left in it), the fault gone: the next
+    # run gives exactly the clean bytes, never a wheel of partial data.
+    proxy.clear()
+    again, _ = convert(proxy, hub_env, out)
+    if fault == "short":  # the lie sits in the HF cache under the file's ETag: still refused
+        assert one_error_line(again) == message.format(E=proxy.endpoint) and list(out.iterdir()) == []
+        return
+    assert again.returncode == 0, again.stderr
+    assert (out / WHEEL).read_bytes() == clean_bytes
+
+
+# (rule pattern, fault, status, headers, the warning our retry prints, the least seconds the
+#  run must have waited)
+TRANSIENT = {
+    "reset once": (REFS, "reset", 0, {}, "listing refs: [Errno 104] Connection reset by peer; trying again in 0.5 s (1/1)", 0),
+    "killed mid-download once": (r"^GET .*" + SO, "cut", 0, {},
+                                 f"downloading build/{CPU}: [Errno 104] Connection reset by peer; trying again in 0.5 s (1/1)", 0),
+    "truncated once": (r"^GET .*" + SO, "truncate", 0, {},
+                       f"downloading build/{CPU}: peer closed connection without sending complete message body "
+                       "(received 42624 bytes, expected 85248); trying again in 0.5 s (1/1)", 0),
+    "500 once": (r"^HEAD .*" + SO, "status", 500, {}, f"downloading build/{CPU}: HTTP 500; trying again in 0.5 s (1/1)", 0),
+    "429 with Retry-After 2 once": (REFS, "status", 429, {"Retry-After": "2"},
+                                    "listing refs: HTTP 429; trying again in 2 s (1/1)", 2),
+    "stalled once": (TREE, "stall", 0, {}, "listing build/: timed out; trying again in 0.5 s (1/1)", 2),
+    "stalled mid-body once": (r"^GET .*" + SO, "stall_body", 0, {},
+                              f"downloading build/{CPU}: timed out; trying again in 0.5 s (1/1)", 2),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TRANSIENT))
+def test_fault_that_clears_gives_the_clean_bytes(proxy: FaultProxy, hub_env: dict[str, str], clean_bytes: bytes,
+                                                 tmp_path: Path, case: str) -> None:
+    pattern, fault, status, headers, warning, waited = TRANSIENT[case]
+    proxy.add(pattern, fault, times=1, status=status, headers=headers)
+    proc, elapsed = convert(proxy, hub_env, tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    assert proxy.faults_injected == 1
+    assert f"warning: {warning}" in proc.stderr.splitlines(), proc.stderr
+    assert elapsed >= waited
+    assert (tmp_path / "out" / WHEEL).read_bytes() == clean_bytes
+
+
+def test_auth_error_with_a_token_never_shows_it(proxy: FaultProxy, hub_env: dict[str, str], tmp_path: Path) -> None:
+    proxy.add(REFS, "status", status=403)
+    proc, _ = convert(proxy, hub_env, tmp_path / "out", "--json")
+    assert one_error_line(proc) == (
+        f"{proxy.endpoint} refused access to drbh/img2gray (HTTP 403): the token in HF_TOKEN (not shown) lacks access")
+    assert '"type": "AuthenticationError"' in proc.stdout and TOKEN not in proc.stdout
