@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: venvs (torch 2.13.0 CPU, torch 2.14.1 CUDA 13),
-# the tools the tests drive (faketime, zig via PyPI), ruff, mypy, then pytest.
+# the tools the tests drive (faketime, zip, unzip; zig via PyPI), ruff, mypy, then pytest.
 # Extra arguments go to pytest, e.g. scripts/test.sh -k to_wheel
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh --cuda
-if ! command -v faketime >/dev/null; then
-  echo "test.sh: installing faketime (Debian) for the reproducibility test" >&2
+# Debian tools the tests drive: faketime (reproducibility), zip/unzip (wheels made and
+# read by other tools), util-linux's unshare/setpriv (read-only and full file systems).
+missing=""
+for tool in faketime:faketime zip:zip unzip:unzip unshare:util-linux setpriv:util-linux; do
+  command -v "${tool%%:*}" >/dev/null || missing="$missing ${tool##*:}"
+done
+if [ -n "$missing" ]; then
+  echo "test.sh: installing$missing (Debian) for the tests" >&2
   if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
-  $SUDO apt-get update -qq >/dev/null && $SUDO apt-get install -y -qq faketime >/dev/null
+  $SUDO apt-get update -qq >/dev/null && $SUDO apt-get install -y -qq $missing >/dev/null
 fi
 export PATH="$PWD/.venv/bin:$PATH"
 echo "test.sh: ruff" >&2
-ruff check src tests scripts
+ruff check src tests scripts benchmarks
 echo "test.sh: mypy" >&2
 mypy
 echo "test.sh: pytest" >&2

@@ -4,9 +4,9 @@ zlib-ng (PyPI ``zlib-ng``, pinned in pyproject.toml) writes standard deflate str
 every unzip and installer reads. Chosen after measuring 100 MB of ``libtorch_cpu.so`` on
 one core of this project's CI machine: zlib level 6 21-30 MB/s, ratio 0.32; zlib-ng level
 6 59-95 MB/s, ratio 0.33; ISA-L level 2 280 MB/s but ratio 0.36 (12% larger, over the 3%
-the project allows against zlib 6). Level 5 by default: on a realistic kernel (four 48 MB
-extensions carrying torch-library bytes) zlib-ng 5 was 23% faster than zlib-ng 6 and its
-wheels 2.1% larger than zlib 6's (level 6: 1.9%; level 4: 3.6%, too large). zlib-ng's
+the project allows against zlib 6). Level 6 by default: on the benchmark's kernels (48 MB
+extensions carrying torch-library bytes) level 5 was about 20% faster, but its wheels
+were 3.1% larger than zlib 6's at 64 variants (level 6: 2.8%). zlib-ng's
 output is byte-identical for a given zlib-ng version, level and CPU architecture; like
 zlib itself it does not promise the same bytes across versions or architectures
 (docs/wheel-contract.md says so).
@@ -15,16 +15,22 @@ zlib itself it does not promise the same bytes across versions or architectures
 from __future__ import annotations
 
 import zlib
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Executor, Future
 
 from zlib_ng import zlib_ng
 
 from .errors import UsageError
-from .zipwriter import CrcFunction, Deflater
+from .zipwriter import Compressor, CrcFunction
 
-DEFAULT_LEVEL = 5
+DEFAULT_LEVEL = 6
 #: What wheels are compressed with by default (read by the benchmarks).
 COMPRESSOR = f"zlib-ng:{DEFAULT_LEVEL}"
 crc32: CrcFunction = zlib_ng.crc32
+#: Raw bytes per independently compressed block of a member (below).
+BLOCK = 4 << 20
+_WINDOW = 32 << 10  # deflate's window: the dictionary each block starts with
 
 
 def check_level(level: int) -> int:
@@ -33,8 +39,59 @@ def check_level(level: int) -> int:
     return level
 
 
-def deflater(level: int) -> Deflater | None:
-    """A raw deflate stream (as zip members hold) at ``level``; None for 0 (stored)."""
+def _blocks(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, bool]]:
+    """(block, is the last one): the raw stream cut every BLOCK bytes, wherever the
+    chunks happened to end (so the output never depends on read sizes)."""
+    buffer = bytearray()
+    held: bytes | None = None
+    for chunk in chunks:
+        buffer += chunk
+        while len(buffer) >= BLOCK:
+            if held is not None:
+                yield held, False
+            held = bytes(buffer[:BLOCK])
+            del buffer[:BLOCK]
+    if held is not None:
+        if not buffer:
+            yield held, True
+            return
+        yield held, False
+    yield bytes(buffer), True
+
+
+def _deflate_block(block: bytes, dictionary: bytes, level: int, last: bool) -> bytes:
+    compressor = (zlib_ng.compressobj(level, zlib.DEFLATED, -15, zdict=dictionary) if dictionary
+                  else zlib_ng.compressobj(level, zlib.DEFLATED, -15))
+    # A sync flush ends the block's output on a byte boundary without ending the stream,
+    # so the blocks' outputs concatenate into one ordinary deflate stream.
+    return compressor.compress(block) + compressor.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
+
+
+def block_deflate(level: int, pool: Executor | None, in_flight: int = 4) -> Compressor | None:
+    """A member's raw deflate stream, compressed in BLOCK-sized blocks on ``pool``'s
+    threads (zlib-ng releases the GIL), so that one large binary uses every core.
+
+    Each block starts from the last 32 kB of the one before as its dictionary (as pigz
+    does), so the stream is as small as a one-piece one give or take a few bytes per
+    block, and it is the same bytes whatever the number of threads: the blocks are cut
+    at fixed offsets and each is compressed from fixed input. None for level 0 (store).
+    """
     if level == 0:
         return None
-    return zlib_ng.compressobj(level, zlib.DEFLATED, -15)
+
+    def compress(chunks: Iterable[bytes]) -> Iterator[bytes]:
+        pending: deque[Future[bytes]] = deque()
+        previous = b""
+        for block, last in _blocks(chunks):
+            dictionary = previous[-_WINDOW:]
+            if pool is None or (last and not pending):
+                yield _deflate_block(block, dictionary, level, last)  # small: no hand-off
+            else:
+                pending.append(pool.submit(_deflate_block, block, dictionary, level, last))
+                while len(pending) >= in_flight:
+                    yield pending.popleft().result()
+            previous = block
+        while pending:
+            yield pending.popleft().result()
+
+    return compress

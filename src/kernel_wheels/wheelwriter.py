@@ -1,7 +1,8 @@
 """Writing a wheel reproducibly and placing it atomically.
 
 Each member is read once: hashed (RECORD), checksummed and deflated in the same pass
-(``zipwriter``), in constant memory whatever the size of a kernel's binaries. The
+(``zipwriter``; large members in blocks on every core, ``compression.block_deflate``), in
+constant memory whatever the size of a kernel's binaries. The
 hashes are returned, so the checks that follow need not read the wheel again.
 Reproducible: members in the caller's order (sorted, dist-info last), one fixed
 timestamp, fixed permissions, a fixed compressor and level.
@@ -19,6 +20,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,7 +95,10 @@ def write_wheel(path: Path, members: Iterable[Member], dist_info: str, epoch: in
     """Write ``members`` (then RECORD) to ``path``; ``dist_info`` members go last."""
     ordered = sorted(members, key=lambda m: (m.arcname.startswith(dist_info + "/"), m.arcname))
     written: list[WrittenMember] = []
-    with path.open("wb") as stream:
+    with path.open("wb") as stream, \
+            ThreadPoolExecutor(max_workers=os.cpu_count() or 1,
+                               thread_name_prefix="kernel-wheels-deflate") as pool:
+        compress = compression.block_deflate(level, pool)
         zf = ZipWriter(stream, zip_timestamp(epoch))
         for member in ordered:
             digest = hashlib.sha256()
@@ -101,7 +106,7 @@ def write_wheel(path: Path, members: Iterable[Member], dist_info: str, epoch: in
             large = member.source is not None and member.source.stat().st_size > _LARGE
             mode = (0o755 if member.executable else 0o644) | 0o100000
             zf.add(member.arcname, _chunks(member, digest, sizes, cancel), mode=mode,
-                   deflater=compression.deflater(level), crc32=compression.crc32, large=large)
+                   compress=compress, crc32=compression.crc32, large=large)
             written.append(WrittenMember(member.arcname, digest.digest(), sum(sizes)))
         record_name = f"{dist_info}/RECORD"
         buffer = io.StringIO()
@@ -110,7 +115,7 @@ def write_wheel(path: Path, members: Iterable[Member], dist_info: str, epoch: in
         writer.writerow((record_name, "", ""))
         record = buffer.getvalue()
         zf.add(record_name, [record.encode()], mode=0o100644,
-               deflater=compression.deflater(level), crc32=compression.crc32, large=False)
+               compress=compress, crc32=compression.crc32, large=False)
         zf.close()
     return WrittenWheel(path, tuple(written), record)
 

@@ -15,7 +15,7 @@ central directory, zip64 records when sizes or offsets need them).
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
@@ -32,9 +32,10 @@ _DEFLATED, _STORED = 8, 0
 _UTF8_FLAG = 0x800
 
 
-class Deflater(Protocol):
-    def compress(self, data: bytes, /) -> bytes: ...
-    def flush(self, mode: int = ..., /) -> bytes: ...
+class Compressor(Protocol):
+    """Raw deflate output, in order, for a member's raw chunks."""
+
+    def __call__(self, chunks: Iterable[bytes], /) -> Iterator[bytes]: ...
 
 
 @dataclass(frozen=True)
@@ -78,12 +79,12 @@ class ZipWriter:
         self.dos_date, self.dos_time = dos_date_time(date_time)
         self.entries: list[Entry] = []
 
-    def add(self, name: str, chunks: Iterable[bytes], *, mode: int, deflater: Deflater | None,
+    def add(self, name: str, chunks: Iterable[bytes], *, mode: int, compress: Compressor | None,
             crc32: CrcFunction, large: bool) -> None:
-        """Write one member from ``chunks``; ``deflater`` None stores it. ``large``:
+        """Write one member from ``chunks``; ``compress`` None stores it. ``large``:
         the member may exceed 4 GiB, so its local header gets zip64 fields up front."""
         encoded, flags = _encode(name)
-        method = _DEFLATED if deflater is not None else _STORED
+        method = _DEFLATED if compress is not None else _STORED
         offset = self.stream.tell()
         extra = _zip64_extra(0, 0) if large else b""
         version = 45 if large else 20
@@ -93,17 +94,18 @@ class ZipWriter:
         self.stream.write(encoded)
         self.stream.write(extra)
         crc = size = compressed = 0
+
+        def raw() -> Iterator[bytes]:
+            nonlocal crc, size
+            for chunk in chunks:
+                crc = crc32(chunk, crc)
+                size += len(chunk)
+                yield chunk
+
         write = self.stream.write
-        for chunk in chunks:
-            crc = crc32(chunk, crc)
-            size += len(chunk)
-            out = deflater.compress(chunk) if deflater is not None else chunk
+        for out in (compress(raw()) if compress is not None else raw()):
             compressed += len(out)
             write(out)
-        if deflater is not None:
-            tail = deflater.flush()
-            compressed += len(tail)
-            write(tail)
         if not large and (size > _MAX32 or compressed > _MAX32):
             raise ValueError(f"{name} grew past 4 GiB while it was being written")
         end = self.stream.tell()

@@ -11,8 +11,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 from packaging.tags import Tag
@@ -23,7 +24,7 @@ from .abi3 import check_abi3, check_abi3_with_abi3audit
 from .contents import check_metadata_and_wheel, parse_filename
 from .digests import check_digests
 from .elf import check_structure
-from .elffile import ELF_MAGIC, ElfError, ElfInfo, read_elf
+from .elffile import ELF_MAGIC, ElfError, ElfInfo, read_elf, read_elf_bytes
 from .facts import UNREADABLE, WheelFacts, read_wheel_facts, written_wheel_facts
 from .foreign import MACHO_MAGICS, check_macho, check_pe
 from .manylinux import manylinux_findings
@@ -120,12 +121,16 @@ def _check_binaries(facts: WheelFacts, tags: frozenset[Tag]) -> tuple[list[Findi
     findings: list[Finding] = []
     elf_infos: list[ElfInfo] = []
     foreign = False
-    for arcname, path in sorted(facts.binaries.items()):
-        with path.open("rb") as stream:
-            head = stream.read(4)
+    for arcname, binary in sorted(facts.binaries.items()):
+        if isinstance(binary, bytes):
+            head = binary[:4]
+        else:
+            with binary.open("rb") as stream:
+                head = stream.read(4)
         if head == ELF_MAGIC:
             try:
-                info = read_elf(path, arcname)
+                info = read_elf_bytes(binary, arcname) if isinstance(binary, bytes) \
+                    else read_elf(binary, arcname)
             except ElfError as exc:
                 findings.append(Finding("elf", Status.FAIL, str(exc)))
                 continue
@@ -142,8 +147,9 @@ def _check_binaries(facts: WheelFacts, tags: frozenset[Tag]) -> tuple[list[Findi
             if not matching:
                 findings.append(Finding(check, Status.FAIL, f"{arcname} is {what} in a wheel "
                                                             f"for {', '.join(platforms)}"))
-            for platform in matching:
-                findings += checker(path, arcname, platform)
+            with _on_disk(binary, arcname) as path:
+                for platform in matching:
+                    findings += checker(path, arcname, platform)
         else:
             findings.append(Finding("binary", Status.FAIL,
                                     f"{arcname} is not an ELF, Mach-O or PE binary"))
@@ -165,6 +171,18 @@ def _check_binaries(facts: WheelFacts, tags: frozenset[Tag]) -> tuple[list[Findi
     elif abi3_tags and foreign and facts.path is not None:
         findings += check_abi3_with_abi3audit(facts.path)
     return findings, honest
+
+
+@contextmanager
+def _on_disk(binary: Path | bytes, arcname: str) -> Iterator[Path]:
+    """A binary as a file (the Mach-O and PE readers read files)."""
+    if isinstance(binary, Path):
+        yield binary
+        return
+    with tempfile.TemporaryDirectory(prefix="kernel-wheels-check-") as scratch:
+        path = Path(scratch) / arcname.rsplit("/", 1)[-1]
+        path.write_bytes(binary)
+        yield path
 
 
 def _machine_of(arch: str | None) -> str | None:

@@ -218,6 +218,14 @@ def read_elf(path: Path, arcname: str) -> ElfInfo:
                 buffer.close()
 
 
+def read_elf_bytes(data: bytes, arcname: str) -> ElfInfo:
+    """:func:`read_elf` on a binary held in memory."""
+    try:
+        return _read(data, arcname)
+    except (struct.error, IndexError, UnicodeDecodeError) as exc:
+        raise ElfError(f"{arcname} is a malformed ELF file ({exc})") from None
+
+
 def _read(buffer: mmap.mmap | bytes, arcname: str) -> ElfInfo:
     reader = _Reader(buffer, arcname)
     machines = {number: name for name, number in data.load("binaries")["elf_machine_numbers"].items()}

@@ -29,6 +29,7 @@ _TEXTS = ("METADATA", "WHEEL", PROVENANCE_FILE)
 _CHUNK = 1 << 20
 _MAX_TEXT = 16 << 20  # a METADATA or provenance record larger than this is not read
 _MAX_KEPT = 1 << 20  # an __init__.py larger than this is not kept whole
+_BINARY_IN_MEMORY = 16 << 20  # binaries up to this size are checked from memory
 #: What reading a damaged archive or member raises (a bad deflate stream is zlib.error,
 #: an unknown zip version NotImplementedError, an encrypted member RuntimeError).
 UNREADABLE = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError,
@@ -56,7 +57,9 @@ class WheelFacts:
     #: sha256 (raw) of every member's content.
     hashes: dict[str, bytes] = field(default_factory=dict)
     #: Binaries (by member name) as files on disk, for the binary checks.
-    binaries: dict[str, Path] = field(default_factory=dict)
+    #: (small ones as bytes: most index wheels hold a binary of a few kB, and a scratch
+    #: file per wheel would cost more than checking it)
+    binaries: dict[str, Path | bytes] = field(default_factory=dict)
     #: Findings made while gathering (RECORD problems, unreadable members).
     findings: list[Finding] = field(default_factory=list)
     #: The wheel file itself.
@@ -130,9 +133,11 @@ def read_wheel_facts(path: Path, filename: str, scratch: Callable[[], Path]) -> 
             keep_text = facts.dist_info is not None and name.startswith(facts.dist_info + "/") \
                 and name.rsplit("/", 1)[-1] in _TEXTS and info.file_size <= _MAX_TEXT
             keep_content = _keep_content(name, info.file_size)
+            binary = is_binary_name(name)
+            in_memory = binary and info.file_size <= _BINARY_IN_MEMORY
             text = bytearray()
             target = None
-            if is_binary_name(name):
+            if binary and not in_memory:
                 target = scratch() / f"{len(facts.binaries):05d}_{name.rsplit('/', 1)[-1]}"
             try:
                 with zf.open(info) as member:
@@ -143,7 +148,7 @@ def read_wheel_facts(path: Path, filename: str, scratch: Callable[[], Path]) -> 
                             size += len(chunk)
                             if out is not None:
                                 out.write(chunk)
-                            if keep_text or keep_content:
+                            if keep_text or keep_content or in_memory:
                                 text += chunk
                     finally:
                         if out is not None:
@@ -154,6 +159,8 @@ def read_wheel_facts(path: Path, filename: str, scratch: Callable[[], Path]) -> 
             facts.hashes[name] = digest.digest()
             if target is not None:
                 facts.binaries[name] = target
+            elif in_memory:
+                facts.binaries[name] = bytes(text)
             if keep_text:
                 facts.texts[name.rsplit("/", 1)[-1]] = text.decode("utf-8", "replace")
             if keep_content:

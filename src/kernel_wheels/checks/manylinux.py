@@ -1,21 +1,27 @@
 """The manylinux verdict: the lowest policy the wheel's ELF binaries honestly meet,
 against the manylinux tags the file name claims.
 
-auditwheel's policies (its ``manylinux-policy.json``, read through ``WheelPolicies``) and
-its rules, applied to the facts ``elffile`` read once: the symbol-version policy (every
-``GLIBC_x``/``GLIBCXX_x``/``CXXABI_x``/``GCC_x`` version needed), the library policy (every
-NEEDED library must be in the policy's whitelist, inside the wheel, or provided by the
-framework the kernel runs in: torch's and CUDA's libraries are excluded, as
-``auditwheel --exclude`` would), the symbol blacklists and ``PyFPE_jbuf``. Nothing is
-grafted, so a library outside every whitelist means no manylinux policy at all.
-``tests/test_check.py`` keeps this verdict equal to ``auditwheel show``'s.
+auditwheel's policies (its ``manylinux-policy.json``, the data behind ``WheelPolicies``,
+read straight from the installed auditwheel: importing auditwheel's modules costs more
+than checking a small wheel) and its rules, applied to the facts ``elffile`` read once:
+the symbol-version policy (every ``GLIBC_x``/``GLIBCXX_x``/``CXXABI_x``/``GCC_x`` version
+needed), the library policy (every NEEDED library must be in the policy's whitelist,
+inside the wheel, or provided by the framework the kernel runs in: torch's and CUDA's
+libraries are excluded, as ``auditwheel --exclude`` would), the symbol blacklists and
+``PyFPE_jbuf``. Nothing is grafted, so a library outside every whitelist means no
+manylinux policy at all. ``tests/test_check.py`` keeps this verdict equal to
+``auditwheel show``'s.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import importlib.util
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from pathlib import Path
 
 from .. import data
 from .elffile import ElfInfo
@@ -24,13 +30,80 @@ from .report import Finding, Status
 _LOADERS = ("ld-linux", "ld64.so")
 
 
-@cache
-def _policies(arch: str) -> Any:
-    from auditwheel.architecture import Architecture
-    from auditwheel.libc import Libc
-    from auditwheel.policy import WheelPolicies
+@dataclass(frozen=True)
+class Policy:
+    """One manylinux policy for one architecture (auditwheel's ``Policy``)."""
 
-    return WheelPolicies(libc=Libc.GLIBC, arch=Architecture(arch))
+    name: str  # "manylinux_2_28_x86_64"
+    aliases: tuple[str, ...]
+    priority: int  # higher is more compatible (older glibc); "linux" is 0
+    symbol_versions: dict[str, frozenset[str]]  # "GLIBC" -> {"2.2.5", ...}
+    whitelist: frozenset[str]
+    blacklist: dict[str, frozenset[str]]
+
+
+@dataclass(frozen=True)
+class Policies:
+    all: tuple[Policy, ...]  # lowest priority first
+
+    @property
+    def linux(self) -> Policy:
+        return self.all[0]
+
+    @property
+    def lowest(self) -> Policy:
+        return self.all[1]
+
+    def __iter__(self) -> Iterator[Policy]:
+        return iter(self.all)
+
+    def get_policy_by_name(self, name: str) -> Policy:
+        for policy in self.all:
+            if name == policy.name or name in policy.aliases:
+                return policy
+        raise LookupError(f"no policy named {name}")
+
+    def versioned_symbols_policy(self, versions: dict[str, set[str]]) -> Policy:
+        """The highest policy allowing every ``FAMILY_x.y`` version needed (auditwheel's
+        rule: only the families a policy names are judged)."""
+        needed: dict[str, set[str]] = {}
+        for library_versions in versions.values():
+            for version in library_versions:
+                family, _, number = version.partition("_")
+                needed.setdefault(family, set()).add(number)
+        for policy in reversed(self.all):
+            if all(numbers <= policy.symbol_versions[family]
+                   for family, numbers in needed.items() if family in policy.symbol_versions):
+                return policy
+        return self.linux
+
+
+def _policy_file() -> Path:
+    spec = importlib.util.find_spec("auditwheel")  # located, not imported
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("auditwheel is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "policy" / "manylinux-policy.json"
+
+
+@cache
+def _policies(arch: str) -> Policies:
+    raw = json.loads(_policy_file().read_text("utf-8"))
+    found = []
+    for entry in raw:
+        if entry["name"] != "linux" and arch not in entry["symbol_versions"]:
+            continue
+        versions = entry["symbol_versions"].get(arch, {}) if entry["name"] != "linux" else {}
+        found.append(Policy(
+            name=f"{entry['name']}_{arch}",
+            aliases=tuple(f"{alias}_{arch}" for alias in entry["aliases"]),
+            priority=entry["priority"],
+            symbol_versions={family: frozenset(v) for family, v in versions.items()},
+            whitelist=frozenset(entry["lib_whitelist"]),
+            blacklist={lib: frozenset(v) for lib, v in entry["blacklist"].items()},
+        ))
+    if len(found) < 2:
+        raise ValueError(f"no manylinux policy for {arch}")
+    return Policies(tuple(sorted(found, key=lambda p: p.priority)))
 
 
 def _provided_by_framework(library: str) -> bool:
@@ -50,7 +123,7 @@ def offending_symbols(infos: list[ElfInfo], symbol_versions: dict[str, frozenset
     return sorted(set(lines))
 
 
-def honest_policy(infos: list[ElfInfo], arch: str) -> tuple[Any, list[str]]:
+def honest_policy(infos: list[ElfInfo], arch: str) -> tuple[Policy, list[str]]:
     """(the highest-priority policy all binaries meet, the libraries outside every policy)."""
     policies = _policies(arch)
     inside = {name for info in infos for name in (info.soname, info.arcname.rsplit("/", 1)[-1])

@@ -58,7 +58,7 @@ def register(commands: Any) -> argparse.ArgumentParser:
     tw.add_argument("--no-check", action="store_true",
                     help="write wheels without checking them (not recommended)")
     tw.add_argument("--compression", type=int, metavar="LEVEL",
-                    help="deflate level: 1 (fastest) to 9 (smallest), 0 stores (default: 5)")
+                    help="deflate level: 1 (fastest) to 9 (smallest), 0 stores (default: 6)")
     tw.add_argument("-j", "--jobs", type=int, default=0,
                     help="wheels produced at once, in worker processes (default: one per CPU)")
     tw.add_argument("--json", action="store_true",

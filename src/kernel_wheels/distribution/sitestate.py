@@ -1,7 +1,8 @@
 """The site's memory between runs: ``SITE/.kernel-wheels/state.json``.
 
 A cache, never the truth: the truth is the set of wheels in ``SITE/files/``. Facts of a
-wheel are reused while its size, modification time and inode are unchanged; input
+wheel are reused while its size and modification time are unchanged (not its inode: a
+site copied or restored with its times, ``cp -a``, ``rsync -a``, keeps its cache); input
 files outside the site are remembered the same way so that indexing a folder again
 does not re-hash what it has already seen. Losing the file costs one full re-read.
 """
@@ -15,13 +16,13 @@ from pathlib import Path
 
 from .wheelfacts import WheelFacts
 
-STATE_FORMAT = 1
+STATE_FORMAT = 2  # 2: stat keys without the inode
 
-StatKey = tuple[int, int, int]  # size, mtime_ns, inode
+StatKey = tuple[int, int]  # size, mtime_ns
 
 
 def stat_key(stat: os.stat_result) -> StatKey:
-    return stat.st_size, stat.st_mtime_ns, stat.st_ino
+    return stat.st_size, stat.st_mtime_ns
 
 
 @dataclass

@@ -93,7 +93,7 @@ class HubSource:
     def __init__(self, repo_id: str, *, repo_type: str | None = None,
                  network: NetworkSettings | None = None,
                  progress: Callable[[str], None] = lambda _: None) -> None:
-        from huggingface_hub import HfApi, constants
+        from huggingface_hub import constants
 
         self.network = network or NetworkSettings.from_environment()
         self.progress = progress
@@ -103,9 +103,19 @@ class HubSource:
         self.endpoint = constants.ENDPOINT
         self.display = repo_id
         self.offline = bool(constants.HF_HUB_OFFLINE)
-        self.api = HfApi()
+        self._api: Any = None
         self.repo_types = (repo_type,) if repo_type else REPO_TYPES
         self.repo_type: str = self.repo_types[0]
+
+    @property
+    def api(self) -> Any:
+        """The Hub API client, made on first use: a conversion from the HF cache
+        (HF_HUB_OFFLINE=1) never needs it, and importing it costs a tenth of a second."""
+        if self._api is None:
+            from huggingface_hub import HfApi
+
+            self._api = HfApi()
+        return self._api
 
     # -- error handling -----------------------------------------------------------
     def _call(self, what: str, fn: Callable[[], T],
