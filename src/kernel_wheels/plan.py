@@ -1,5 +1,5 @@
 """The wheel contract as code: a variant + a kernel version -> name, version, tags and
-requirements of its wheel (``shared/docs/wheel-contract.md``)."""
+requirements of its wheel (``docs/wheel-contract.md``)."""
 
 from __future__ import annotations
 
