@@ -133,11 +133,11 @@ PERSISTENT = {
             "(--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
     "truncated file": (r"^GET .*" + SO, "truncate", 0, {}, "1", "2",
                        "downloading build/" + CPU + ": no usable answer from {E} after 2 tries (peer closed "
-                       "connection without sending complete message body (received 42624 bytes, expected 85248)); "
+                       "connection without sending complete message body (received {HALF} bytes, expected {SIZE})); "
                        "the timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
     "a server lying consistently about a file": (SO, "short", 0, {}, "1", "2",
                                                  WHEEL + " failed its checks and was not written: [digest] "
-                                                 "img2gray/_img2gray_cpu_818c8ee.abi3.so differs from its "
+                                                 "img2gray/{SO_NAME} differs from its "
                                                  "metadata.json digest (and 1 more)", 2, 15),
     "stalled answer": (REFS, "stall", 0, {}, "1", "2",
                        "listing refs: no usable answer from {E} after 2 tries (timed out); the timeout is 2 s "
@@ -152,9 +152,18 @@ PERSISTENT = {
 
 
 @pytest.mark.parametrize("case", sorted(PERSISTENT))
+def _so_facts(cpu_build: Path) -> dict[str, object]:
+    """The sample's .so as the messages name it (its name carries the source's hash)."""
+    so = next(cpu_build.glob("*.so"))
+    size = so.stat().st_size
+    return {"SO_NAME": so.name, "SIZE": size, "HALF": size // 2}
+
+
 def test_persistent_fault_ends_in_one_line_and_no_wheel(proxy: FaultProxy, hub_env: dict[str, str],
-                                                        clean_bytes: bytes, tmp_path: Path, case: str) -> None:
+                                                        clean_bytes: bytes, tmp_path: Path, case: str,
+                                                        cpu_build: Path) -> None:
     pattern, fault, status, headers, retries, timeout, message, caught, bound = PERSISTENT[case]
+    message = message.format(E="{E}", **_so_facts(cpu_build))  # {E} is filled below
     proxy.add(pattern, fault, status=status, headers=headers)
     out = tmp_path / "out"
     proc, elapsed = convert(proxy, hub_env, out, timeout=timeout, retries=retries)
@@ -183,7 +192,7 @@ TRANSIENT = {
                                  f"downloading build/{CPU}: [Errno 104] Connection reset by peer; trying again in 0.5 s (1/1)", 0),
     "truncated once": (r"^GET .*" + SO, "truncate", 0, {},
                        f"downloading build/{CPU}: peer closed connection without sending complete message body "
-                       "(received 42624 bytes, expected 85248); trying again in 0.5 s (1/1)", 0),
+                       "(received {HALF} bytes, expected {SIZE}); trying again in 0.5 s (1/1)", 0),
     "500 once": (r"^HEAD .*" + SO, "status", 500, {}, f"downloading build/{CPU}: HTTP 500; trying again in 0.5 s (1/1)", 0),
     "429 with Retry-After 2 once": (REFS, "status", 429, {"Retry-After": "2"},
                                     "listing refs: HTTP 429; trying again in 2 s (1/1)", 2),
@@ -195,8 +204,9 @@ TRANSIENT = {
 
 @pytest.mark.parametrize("case", sorted(TRANSIENT))
 def test_fault_that_clears_gives_the_clean_bytes(proxy: FaultProxy, hub_env: dict[str, str], clean_bytes: bytes,
-                                                 tmp_path: Path, case: str) -> None:
+                                                 tmp_path: Path, case: str, cpu_build: Path) -> None:
     pattern, fault, status, headers, warning, waited = TRANSIENT[case]
+    warning = warning.format(**_so_facts(cpu_build))
     proxy.add(pattern, fault, times=1, status=status, headers=headers)
     proc, elapsed = convert(proxy, hub_env, tmp_path / "out")
     assert proc.returncode == 0, proc.stderr
