@@ -151,7 +151,6 @@ PERSISTENT = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(PERSISTENT))
 def _so_facts(cpu_build: Path) -> dict[str, object]:
     """The sample's .so as the messages name it (its name carries the source's hash)."""
     so = next(cpu_build.glob("*.so"))
@@ -159,6 +158,7 @@ def _so_facts(cpu_build: Path) -> dict[str, object]:
     return {"SO_NAME": so.name, "SIZE": size, "HALF": size // 2}
 
 
+@pytest.mark.parametrize("case", sorted(PERSISTENT))
 def test_persistent_fault_ends_in_one_line_and_no_wheel(proxy: FaultProxy, hub_env: dict[str, str],
                                                         clean_bytes: bytes, tmp_path: Path, case: str,
                                                         cpu_build: Path) -> None:
