@@ -53,7 +53,7 @@ class ConvertOptions:
     jobs: int = 0
     #: Tag Linux wheels with the lowest manylinux policy their binaries meet.
     manylinux_auto: bool = False
-    #: Deflate level, 0 (store) to 9 (compression.py says why 5 is the default).
+    #: Deflate level, 0 (store) to 9 (compression.py says why 6 is the default).
     compression: int = compression.DEFAULT_LEVEL
 
     def __post_init__(self) -> None:
