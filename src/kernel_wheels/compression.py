@@ -41,15 +41,22 @@ def check_level(level: int) -> int:
 
 def _blocks(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, bool]]:
     """(block, is the last one): the raw stream cut every BLOCK bytes, wherever the
-    chunks happened to end (so the output never depends on read sizes)."""
+    chunks happened to end (so the output never depends on read sizes). A chunk that is
+    exactly one block, the writer's reads of a large file, is passed on without a copy."""
     buffer = bytearray()
     held: bytes | None = None
     for chunk in chunks:
+        if not buffer and len(chunk) == BLOCK:
+            if held is not None:
+                yield held, False
+            held = chunk
+            continue
         buffer += chunk
         while len(buffer) >= BLOCK:
             if held is not None:
                 yield held, False
-            held = bytes(buffer[:BLOCK])
+            with memoryview(buffer) as view:
+                held = bytes(view[:BLOCK])
             del buffer[:BLOCK]
     if held is not None:
         if not buffer:

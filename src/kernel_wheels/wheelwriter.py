@@ -81,7 +81,10 @@ def _chunks(member: Member, digest: hashlib._Hash, sizes: list[int],
         yield data
         return
     with member.source.open("rb") as stream:
-        while chunk := stream.read(_CHUNK):
+        # A large file is read a deflate block at a time: each read is handed to the
+        # compressor's threads as it is, with no copy into a block of its own.
+        size = compression.BLOCK if member.source.stat().st_size > compression.BLOCK else _CHUNK
+        while chunk := stream.read(size):
             if cancel is not None and cancel.is_set():
                 raise Cancelled(member.arcname)
             digest.update(chunk)
