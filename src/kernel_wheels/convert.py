@@ -15,13 +15,12 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
 from . import compression
 from .assemble import WheelJob, describe, provenance
-from .checks import CheckReport
 from .errors import MetadataError, OutputExistsError, UsageError, VariantError
 from .kernel_metadata import KernelMetadata, read_kernel_metadata
 from .layout import read_layout
@@ -33,6 +32,9 @@ from .selection import VariantFilter, select_variants
 from .sources import FetchedVariant, KernelSource
 from .variants import Variant
 from .versions import RequestKind, VersionRequest, wheel_version
+
+if TYPE_CHECKING:
+    from .checks import CheckReport
 
 Progress = Callable[[str], None]
 

@@ -10,16 +10,16 @@ import errno
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .assemble import WheelJob, job_members
-from .checks import CheckReport, check_written_wheel
-from .checks.elffile import ELF_MAGIC, ElfError, read_elf
-from .checks.facts import is_binary_name
-from .checks.manylinux import honest_policy
 from .errors import CheckFailedError, OutputError
 from .plan import WheelPlan
 from .variants import Variant
 from .wheelwriter import file_sha256, write_wheel
+
+if TYPE_CHECKING:
+    from .checks import CheckReport
 
 _OUTPUT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
 
@@ -36,6 +36,10 @@ class ProducedWheel:
 
 def _honest_plan(job: WheelJob) -> WheelPlan:
     """The plan tagged with the lowest manylinux policy the binaries meet."""
+    from .checks.elffile import ELF_MAGIC, ElfError, read_elf
+    from .checks.facts import is_binary_name
+    from .checks.manylinux import honest_policy
+
     plan = job.plan()
     if job.variant.os != "linux" or job.variant.cpu_arch is None:
         return plan
@@ -74,7 +78,14 @@ def produce_wheel(job: WheelJob, cancel: threading.Event | None = None) -> Produ
             raise OutputError(f"cannot write {plan.filename} to {job.staging.parent}: "
                               f"{exc.strerror or exc}") from None
         raise
-    report = check_written_wheel(written, members, plan.filename) if job.check else None
+    report = None
+    if job.check:
+        # Imported here, not at the top: the checks' imports (the stable-ABI symbol
+        # tables, packaging's metadata validation) then load while the first wheel is
+        # already being compressed on the other cores, not before it starts.
+        from .checks import check_written_wheel
+
+        report = check_written_wheel(written, members, plan.filename)
     if report is not None and not report.passed:
         temp.unlink(missing_ok=True)
         hint = ""
