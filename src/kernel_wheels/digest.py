@@ -30,6 +30,12 @@ def sha256_b64(chunks: Iterable[bytes]) -> str:
     return base64.b64encode(digest.digest()).decode("ascii")
 
 
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of the file at ``path`` (wheel file names, downloads, index entries)."""
+    with path.open("rb") as stream:
+        return hashlib.file_digest(stream, "sha256").hexdigest()
+
+
 def file_chunks(path: Path) -> Iterable[bytes]:
     with path.open("rb") as stream:
         while chunk := stream.read(_CHUNK):

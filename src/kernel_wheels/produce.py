@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .assemble import WheelJob, job_members
+from .digest import file_sha256
 from .errors import CheckFailedError, OutputError
 from .plan import WheelPlan
 from .variants import Variant
-from .wheelwriter import file_sha256, write_wheel
+from .wheelwriter import write_wheel
 
 if TYPE_CHECKING:
     from .checks import CheckReport

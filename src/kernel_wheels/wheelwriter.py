@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import compression
+from .digest import file_sha256
 from .errors import OutputExistsError
 from .zipwriter import ZipWriter
 
@@ -71,24 +72,19 @@ class Cancelled(Exception):
     """The run was interrupted while this wheel was being written."""
 
 
-def _chunks(member: Member, digest: hashlib._Hash, sizes: list[int],
+def _chunks(member: Member, digest: hashlib._Hash, read_size: int,
             cancel: threading.Event | None) -> Iterator[bytes]:
     """The member's bytes, hashed on the way through."""
     if member.source is None:
         data = member.content or b""
         digest.update(data)
-        sizes.append(len(data))
         yield data
         return
     with member.source.open("rb") as stream:
-        # A large file is read a deflate block at a time: each read is handed to the
-        # compressor's threads as it is, with no copy into a block of its own.
-        size = compression.BLOCK if member.source.stat().st_size > compression.BLOCK else _CHUNK
-        while chunk := stream.read(size):
+        while chunk := stream.read(read_size):
             if cancel is not None and cancel.is_set():
                 raise Cancelled(member.arcname)
             digest.update(chunk)
-            sizes.append(len(chunk))
             yield chunk
 
 
@@ -105,12 +101,15 @@ def write_wheel(path: Path, members: Iterable[Member], dist_info: str, epoch: in
         zf = ZipWriter(stream, zip_timestamp(epoch))
         for member in ordered:
             digest = hashlib.sha256()
-            sizes: list[int] = []
-            large = member.source is not None and member.source.stat().st_size > _LARGE
+            size = member.source.stat().st_size if member.source is not None else 0
+            # A large file is read a deflate block at a time: each read is handed to the
+            # compressor's threads as it is, with no copy into a block of its own.
+            read_size = compression.BLOCK if size > compression.BLOCK else _CHUNK
             mode = (0o755 if member.executable else 0o644) | 0o100000
-            zf.add(member.arcname, _chunks(member, digest, sizes, cancel), mode=mode,
-                   compress=compress, crc32=compression.crc32, large=large)
-            written.append(WrittenMember(member.arcname, digest.digest(), sum(sizes)))
+            zf.add(member.arcname, _chunks(member, digest, read_size, cancel), mode=mode,
+                   compress=compress, crc32=compression.crc32, large=size > _LARGE)
+            # The size the zip writer counted: what was read, even if the file changed size.
+            written.append(WrittenMember(member.arcname, digest.digest(), zf.entries[-1].size))
         record_name = f"{dist_info}/RECORD"
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
@@ -121,14 +120,6 @@ def write_wheel(path: Path, members: Iterable[Member], dist_info: str, epoch: in
                compress=compress, crc32=compression.crc32, large=False)
         zf.close()
     return WrittenWheel(path, tuple(written), record)
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        while chunk := stream.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 @contextmanager

@@ -7,7 +7,6 @@ What exists nowhere is an error naming what to install.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from typing import Any
 
 from .. import data
 from ..cache import cache_dir
+from ..digest import file_sha256
 from ..errors import BuildError
 
 
@@ -46,14 +46,6 @@ def _from_env(name: str, entry: dict[str, Any]) -> ResolvedDependency | None:
     return ResolvedDependency(name, dirs, f"{variable}={folder}")
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        while chunk := stream.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _download(pin: dict[str, Any], folder: Path) -> Path:
     """The pinned wheel, fetched with pip (the index and proxies pip is set up for)."""
     requirement = f"{pin['name']}=={pin['version']}"
@@ -77,7 +69,7 @@ def _from_pypi(name: str, entry: dict[str, Any], log: Any) -> ResolvedDependency
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=".fetch-", dir=target.parent) as temp:
             wheel = _download(pin, Path(temp))
-            found = _sha256(wheel)
+            found = file_sha256(wheel)
             if found != pin["sha256"]:
                 raise BuildError(f"{wheel.name} has sha256 {found}, not the pinned {pin['sha256']}: "
                                  "refusing to build with it")

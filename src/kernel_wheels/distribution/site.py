@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..digest import file_sha256
 from ..errors import CheckFailedError, IndexConflictError
 from .atomic import SiteLock, Staging
 from .sitepages import (
@@ -41,7 +42,7 @@ from .sitepages import (
 )
 from .sitestate import SiteState, StatKey, stat_key
 from .targets import parse_kernel_wheel, parse_target_key, targets_of
-from .wheelfacts import Inspection, WheelFacts, collect_wheels, file_sha256, inspect_wheel
+from .wheelfacts import Inspection, WheelFacts, collect_wheels, inspect_wheel
 
 Progress = Callable[[str], None]
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from ..digest import file_sha256
 from ..errors import IndexConflictError, UsageError
 
 _CHUNK = 1 << 20
@@ -58,14 +59,6 @@ class Inspection:
     refusal: str | None
     #: Where the copy of the wheel was written, when one was asked for.
     copy: Path | None = None
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        while chunk := stream.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _read_and_copy(path: Path, copy_to: Path | None) -> tuple[str, int, zipfile.ZipFile]:
