@@ -8,14 +8,12 @@ import os
 import shutil
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, SAMPLE, Olah, free_port
+from helpers import ROOT, SAMPLE, Olah, olah_server
 
 ZIG = [sys.executable, "-m", "ziglang", "cc"]
 
@@ -241,50 +239,8 @@ def olah(kernel_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     subprocess.run(["git", "-C", str(empty), "-c", "user.name=t", "-c", "user.email=t@t",
                     "commit", "-qm", "x"], check=True)
     subprocess.run(["git", "-C", str(empty), "tag", "v1.0.0"], check=True)
-    port = free_port()
-    config = root / "olah.toml"
-    config.write_text(f"""
-[basic]
-host = "127.0.0.1"
-port = {port}
-repos-path = "{root / 'cache'}"
-hf-scheme = "https"
-hf-netloc = "huggingface.co"
-hf-lfs-netloc = "cdn-lfs.huggingface.co"
-mirror-scheme = "http"
-mirror-netloc = "127.0.0.1:{port}"
-mirror-lfs-netloc = "127.0.0.1:{port}"
-mirrors-path = ["{repos}"]
-
-[accessibility]
-offline = true
-""")
-    log = root / "olah.log"
-    olah_cli = Path(sys.executable).parent / "olah-cli"
-    with log.open("wb") as out:
-        process = subprocess.Popen([str(olah_cli), "-c", str(config)], stdout=out,
-                                   stderr=subprocess.STDOUT, cwd=root)
-    server = Olah(root, port, process, log)
-    try:
-        deadline = time.monotonic() + 60
-        while True:  # GET / answers 500 on olah: probe an API path
-            try:
-                url = f"{server.endpoint}/api/models/drbh/img2gray/revision/main"
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"olah did not start:\n{log.read_text()[-2000:]}")
-            time.sleep(0.3)
+    with olah_server(root, repos, "models/drbh/img2gray") as server:
         yield server
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 @pytest.fixture

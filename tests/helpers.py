@@ -7,7 +7,11 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
+import urllib.request
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,6 +69,31 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def wait_for(url: str, process: subprocess.Popen[bytes], log: Path, timeout: float = 90) -> None:
+    """Until ``url`` answers 200; the server's log tail if it exits or never answers."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:  # refused, reset, or an HTTP error answer while it starts
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"server for {url} did not start:\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, as a service manager stops a server; SIGKILL if it lingers."""
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 class Olah:
     def __init__(self, root: Path, port: int, process: subprocess.Popen[bytes], log: Path) -> None:
         self.root, self.port, self.process, self.log = root, port, process, log
@@ -77,3 +106,38 @@ class Olah:
     def downloads(self) -> int:
         """File downloads (resolve requests) served so far."""
         return sum('"GET ' in line and "/resolve/" in line for line in self.log.read_text().splitlines())
+
+
+@contextmanager
+def olah_server(root: Path, mirror: Path, probe_repo: str) -> Iterator[Olah]:
+    """olah on 127.0.0.1 in offline mode, serving the git repositories under ``mirror``
+    (``mirror/<kernels|models>/<org>/<name>``) until the block ends. ``probe_repo``
+    (``kernels/org/name``) is asked for until it answers: olah's ``GET /`` answers 500."""
+    port = free_port()
+    config = root / "olah.toml"
+    config.write_text(f"""
+[basic]
+host = "127.0.0.1"
+port = {port}
+repos-path = "{root / 'cache'}"
+hf-scheme = "https"
+hf-netloc = "huggingface.co"
+hf-lfs-netloc = "cdn-lfs.huggingface.co"
+mirror-scheme = "http"
+mirror-netloc = "127.0.0.1:{port}"
+mirror-lfs-netloc = "127.0.0.1:{port}"
+mirrors-path = ["{mirror}"]
+
+[accessibility]
+offline = true
+""")
+    log = root / "olah.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen([str(Path(sys.executable).parent / "olah-cli"), "-c", str(config)],
+                                   stdout=out, stderr=subprocess.STDOUT, cwd=root)
+    server = Olah(root, port, process, log)
+    try:
+        wait_for(f"{server.endpoint}/api/{probe_repo}/revision/main", process, log, timeout=60)
+        yield server
+    finally:
+        stop(process)  # a no-op for a server a test has already stopped

@@ -20,7 +20,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote
 
-from helpers import free_port
+from helpers import free_port, stop, wait_for
 
 BIN = Path(sys.executable).parent
 
@@ -37,29 +37,6 @@ def pip_env() -> dict[str, str]:
 
 
 # --- servers ----------------------------------------------------------------------------
-
-
-def wait_for(url: str, process: subprocess.Popen[bytes], log: Path, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except (OSError, urllib.error.HTTPError):
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"server for {url} did not start:\n{log.read_text()[-3000:]}")
-        time.sleep(0.2)
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 @dataclass

@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -18,8 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers import Olah, free_port
-from servers_index import stop
+from helpers import Olah, free_port, olah_server, stop, wait_for
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 
@@ -59,17 +57,7 @@ def serve(kernels: str, cache: Path, env: dict[str, str], *args: str) -> Iterato
             stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env})
     server = Serve(f"http://127.0.0.1:{port}/", process, log, cache)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(server.base + "healthz", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"kernel-wheels serve did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.2)
+        wait_for(server.base + "healthz", process, log, timeout=60)
         yield server
     finally:
         stop(process)
@@ -96,51 +84,13 @@ def get(url: str, accept: str | None = None, auth: tuple[str, str] | None = None
 
 @contextmanager
 def own_olah(root: Path, kernel_repo: Path) -> Iterator[tuple[Olah, Path]]:
-    """olah (offline mode, as tests/conftest.py configures it) serving a copy of the
-    kernel repository as drbh/img2gray; yields the server and the copy, to add tags to."""
+    """olah (offline mode) serving a copy of the kernel repository as drbh/img2gray;
+    yields the server and the copy, to add tags to."""
     repos = root / "mirror"
     copy = repos / "kernels" / "drbh" / "img2gray"
     shutil.copytree(kernel_repo, copy)
-    port = free_port()
-    config = root / "olah.toml"
-    config.write_text(f"""
-[basic]
-host = "127.0.0.1"
-port = {port}
-repos-path = "{root / 'cache'}"
-hf-scheme = "https"
-hf-netloc = "huggingface.co"
-hf-lfs-netloc = "cdn-lfs.huggingface.co"
-mirror-scheme = "http"
-mirror-netloc = "127.0.0.1:{port}"
-mirror-lfs-netloc = "127.0.0.1:{port}"
-mirrors-path = ["{repos}"]
-
-[accessibility]
-offline = true
-""")
-    log = root / "olah.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen([str(Path(sys.executable).parent / "olah-cli"), "-c",
-                                    str(config)], stdout=out, stderr=subprocess.STDOUT, cwd=root)
-    server = Olah(root, port, process, log)
-    try:
-        deadline = time.monotonic() + 60
-        while True:  # GET / answers 500 on olah: probe an API path
-            try:
-                url = f"{server.endpoint}/api/kernels/drbh/img2gray/revision/main"
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"olah did not start:\n{log.read_text()[-2000:]}")
-            time.sleep(0.3)
+    with olah_server(root, repos, "kernels/drbh/img2gray") as server:
         yield server, copy
-    finally:
-        if process.poll() is None:
-            stop(process)
 
 
 def add_tag(repo: Path, tag: str, ref: str = "v1") -> None:
