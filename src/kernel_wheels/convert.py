@@ -280,8 +280,16 @@ def to_wheels(source: KernelSource, request: VersionRequest,
     options = options or ConvertOptions()
     output = OutputFolder(options.output_dir, force=options.force)
     output.preflight()
+    try:
+        return _convert(source, request, replace(options, output_dir=output.path), output, progress)
+    except BaseException:
+        output.discard_if_unused()  # a failed run leaves no new, empty output folder
+        raise
+
+
+def _convert(source: KernelSource, request: VersionRequest, options: ConvertOptions,
+             output: OutputFolder, progress: Progress) -> ConversionResult:
     given_epoch(options)  # a bad SOURCE_DATE_EPOCH is found before any network work
-    options = replace(options, output_dir=output.path)
     revision = source.resolve(request)
     if revision.commit:
         progress(f"{source.display}: {revision.requested} -> "

@@ -36,6 +36,8 @@ class OutputFolder:
     def __init__(self, path: Path, *, force: bool = False) -> None:
         self.path = path.resolve()
         self.force = force
+        #: The outermost folder preflight() created, if it created any.
+        self.created: Path | None = None
 
     def preflight(self) -> None:
         """Fail now, before any network work, if wheels could not be written here."""
@@ -57,6 +59,7 @@ class OutputFolder:
         if existing != path:
             try:
                 path.mkdir(parents=True, exist_ok=True)
+                self.created = next(p for p in (path, *path.parents) if p.parent == existing)
             except OSError as exc:
                 raise OutputError(f"cannot create the output folder {path}: "
                                   f"{exc.strerror or exc}") from None
@@ -64,6 +67,21 @@ class OutputFolder:
             raise OutputError(f"cannot write wheels to {path}: read-only file system")
         if not os.access(path, os.W_OK | os.X_OK):
             raise OutputError(f"cannot write wheels to {path}: permission denied")
+
+    def discard_if_unused(self) -> None:
+        """Remove the folders preflight() created if the run placed nothing in them, so
+        that a failed run leaves no trace (a folder holding anything stays)."""
+        if self.created is None:
+            return
+        folder = self.path
+        while True:
+            try:
+                folder.rmdir()
+            except OSError:
+                return  # not empty: wheels, or another run's files
+            if folder == self.created:
+                return
+            folder = folder.parent
 
     def remove_stale_staging(self) -> None:
         """Staging folders of runs that died (their lock is free) are removed."""

@@ -71,12 +71,12 @@ def register(commands: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from ..convert import ConvertOptions, to_wheels
-    from ..output import OutputFolder
     from ..plan import TagOptions
     from ..sources import open_source
     from ..versions import RequestKind, parse_request
 
-    # Every option is validated, and the output folder checked, before any network work.
+    # Every option is validated before any work; to_wheels checks the output folder before
+    # any network work (opening a source makes no request).
     request = parse_request(args.version, args.revision)
     given = args.version if request.kind is RequestKind.REVISION else None
     auto = args.manylinux_version == "auto"
@@ -94,7 +94,6 @@ def run(args: argparse.Namespace) -> int:
         **({"compression": args.compression} if args.compression is not None else {}),
     )
     settings = network(args)
-    OutputFolder(options.output_dir).preflight()
     if args.no_check:
         stderr("warning: --no-check: wheels are written WITHOUT checking that they are "
                "what their names claim")
