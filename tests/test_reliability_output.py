@@ -37,7 +37,7 @@ from faults import (
     tally,
     visible_wheels,
 )
-from helpers import run_cli
+from helpers import ROOT, run_cli
 from kernel_wheels.digest import digest_folder
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
@@ -102,25 +102,46 @@ def test_read_only_file_system(source: Path, tmp_path: Path, recorder: FaultProx
     tally("output", inputs=2, faults=2, inspected=1)
 
 
+@contextlib.contextmanager
+def runnable_by_nobody() -> Iterator[None]:
+    """The checkout and its venv may sit below a folder only its owner may enter (e.g. a
+    ``mktemp -d`` folder, mode 0700): let others pass through (x, not r) every folder on
+    the way while the test runs, so that nobody can start the tool; the modes are put
+    back afterwards."""
+    changed: list[tuple[Path, int]] = []
+    try:
+        executable = Path(sys.executable)
+        for folder in {*ROOT.parents, ROOT, *executable.parents, *executable.resolve().parents}:
+            mode = folder.stat().st_mode
+            if not mode & 0o001:
+                folder.chmod(mode | 0o001)
+                changed.append((folder, mode))
+        yield
+    finally:
+        for folder, mode in changed:
+            folder.chmod(mode)
+
+
 def test_no_permission(tmp_path: Path, recorder: FaultProxy) -> None:
     """As user nobody: a folder it may not write, one it may not create, one it may not
     even look into (pytest's temporary folders are root's alone)."""
     shared = Path(tempfile.mkdtemp(prefix="kw-nobody-", dir="/tmp"))
-    try:
-        os.chmod(shared, 0o755)
-        out = shared / "locked"
-        out.mkdir(mode=0o555)
-        env = {**os.environ, "HF_ENDPOINT": recorder.endpoint, "HF_HOME": str(shared / "hf")}
-        hidden = tmp_path / "wheels"
-        for target, message in ((out, f"cannot write wheels to {out}: permission denied"),
-                                (out / "sub", f"cannot create the output folder {out / 'sub'}: Permission denied"),
-                                (hidden, f"cannot write wheels to {hidden}: Permission denied")):
-            proc = subprocess.run([*NOBODY, *KW, "to-wheel", "drbh/img2gray", "1.1.2", "-o", str(target)],
-                                  capture_output=True, text=True, env=env, timeout=120)
-            assert one_error_line(proc) == message
-        assert list(out.iterdir()) == []
-    finally:
-        shutil.rmtree(shared)
+    with runnable_by_nobody():
+        try:
+            os.chmod(shared, 0o755)
+            out = shared / "locked"
+            out.mkdir(mode=0o555)
+            env = {**os.environ, "HF_ENDPOINT": recorder.endpoint, "HF_HOME": str(shared / "hf")}
+            hidden = tmp_path / "wheels"
+            for target, message in ((out, f"cannot write wheels to {out}: permission denied"),
+                                    (out / "sub", f"cannot create the output folder {out / 'sub'}: Permission denied"),
+                                    (hidden, f"cannot write wheels to {hidden}: Permission denied")):
+                proc = subprocess.run([*NOBODY, *KW, "to-wheel", "drbh/img2gray", "1.1.2", "-o", str(target)],
+                                      capture_output=True, text=True, env=env, timeout=120)
+                assert one_error_line(proc) == message
+            assert list(out.iterdir()) == []
+        finally:
+            shutil.rmtree(shared)
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     proc = run_cli("to-wheel", "drbh/img2gray", "1.1.2", "-o", blocker / "wheels", check=False,
