@@ -5,7 +5,7 @@ The proxy is a real server, not a mock: it listens on a real socket on 127.0.0.1
 real HTTP requests to a real upstream (olah serving a Hub kernel) and writes real HTTP
 answers back. Per rule it breaks an exchange the way a network or a Hub does: it resets
 the connection, cuts a download short, answers 401/403/404/429/500, sends fewer bytes
-than it announced, lies consistently about a file's size, or stalls.
+than it announced, lies consistently about a file's size, changes a byte, or stalls.
 """
 
 from __future__ import annotations
@@ -39,9 +39,10 @@ class Rule:
     """A fault for requests whose ``"METHOD /path"`` matches ``pattern``.
 
     Faults: ``reset`` (close the connection with an RST, no answer), ``status`` (answer
-    ``status`` with ``headers``), ``cut`` (announce the whole body, send half, RST),
+    ``status`` with ``headers``, where ``{path}`` stands for the request's path), ``cut`` (announce the whole body, send half, RST),
     ``truncate`` (announce the whole body, send half, close cleanly), ``short`` (a file
-    shorter than the real one, announced consistently by HEAD and GET), ``stall`` (accept,
+    shorter than the real one, announced consistently by HEAD and GET), ``flip`` (the whole
+    body with one byte changed), ``stall`` (accept,
     never answer), ``stall_body`` (answer, send half the body, then stall).
     ``times``: applied to that many matching requests, then requests pass (None: always).
     """
@@ -160,7 +161,8 @@ class FaultProxy:
             return
         if rule is not None and rule.fault == "status":
             body = json.dumps({"error": f"injected HTTP {rule.status}"}).encode()
-            self._answer(h, rule.status, {"Content-Type": "application/json", **rule.headers},
+            headers = {k: v.replace("{path}", h.path) for k, v in rule.headers.items()}
+            self._answer(h, rule.status, {"Content-Type": "application/json", **headers},
                          body, len(body))
             return
         if self.upstream is None:
@@ -170,10 +172,15 @@ class FaultProxy:
         status, headers, body = self._forward(h.command, h.path, dict(h.headers), request_body)
         if rule is not None and rule.fault == "short" and h.command == "HEAD":
             body = self._forward("GET", h.path, dict(h.headers), None)[2]  # to know its size
-        if rule is None or rule.fault not in ("cut", "truncate", "stall_body", "short") \
+        if rule is None or rule.fault not in ("cut", "truncate", "stall_body", "short", "flip") \
                 or len(body) < 2 and h.command != "HEAD":
             self._answer(h, status, headers, b"" if h.command == "HEAD" else body,
                          _length(headers, b"" if h.command == "HEAD" else body))
+            return
+        if rule.fault == "flip":  # the right length, one byte changed: only a digest sees it
+            changed = bytearray(body)
+            changed[len(changed) // 2] ^= 0xFF
+            self._answer(h, status, headers, bytes(changed), len(changed))
             return
         half = body[:len(body) // 2]
         if rule.fault == "short":  # a consistent lie: HEAD and GET both say the shorter size

@@ -7,6 +7,7 @@ recognisable fake in every run and never appears in any output or wheel."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -71,6 +72,51 @@ def test_every_request_carries_the_token_and_no_output_shows_it(proxy: FaultProx
     assert hub_calls and all(auth == f"Bearer {TOKEN}" for auth in hub_calls)
 
 
+HF_CACHE_READER = """
+import json, sys
+from huggingface_hub import scan_cache_dir, snapshot_download
+root = snapshot_download("drbh/img2gray", repo_type="kernel", revision="v1.1.2", allow_patterns=[sys.argv[1]])
+(repo,) = scan_cache_dir().repos
+print(json.dumps({"root": root, "warnings": [str(w) for w in scan_cache_dir().warnings],
+                  "files": sorted(f.file_name for r in repo.revisions for f in r.files)}))
+"""
+
+
+def test_each_file_is_one_get_into_the_hf_cache(proxy: FaultProxy, hub_env: dict[str, str], clean_bytes: bytes,
+                                                tmp_path: Path) -> None:
+    """A variant's files come with one GET each, no HEAD (the tree listing told their size
+    and id), and land in the HF cache as huggingface_hub lays it out: huggingface_hub
+    itself, offline, resolves the tag and finds them there."""
+    proc, _ = convert(proxy, hub_env, tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    files = proxy.requests(rf"/resolve/[0-9a-f]{{40}}/build/{CPU}/")
+    assert len(files) >= 3 and all(line.startswith("GET ") for line in files), files
+    assert len(set(files)) == len(files)
+    reader = subprocess.run([sys.executable, "-c", HF_CACHE_READER, f"build/{CPU}/*"],
+                            env={**os.environ, **hub_env, "HF_HUB_OFFLINE": "1"},
+                            capture_output=True, text=True, check=True)
+    found = json.loads(reader.stdout)
+    assert found["warnings"] == []
+    assert Path(found["root"]).parent.parent == Path(hub_env["HF_HOME"]) / "hub" / "kernels--drbh--img2gray"
+    assert len([f for f in found["files"] if not f.endswith(".md")]) == len(files)
+
+
+def test_a_file_redirected_to_another_host_is_fetched_without_the_token(
+        olah: Olah, proxy: FaultProxy, hub_env: dict[str, str], clean_bytes: bytes, tmp_path: Path) -> None:
+    """The Hub answers an LFS file with a redirect to its CDN: the download follows it,
+    and the token goes to the Hub only, never to the other host (another port of
+    127.0.0.1 is another origin)."""
+    with FaultProxy(olah.endpoint) as cdn:
+        proxy.add(r"^GET .*" + SO, "status", status=302, headers={"Location": cdn.endpoint + "{path}"})
+        proc, _ = convert(proxy, hub_env, tmp_path / "out")
+        assert proc.returncode == 0, proc.stderr
+        assert (tmp_path / "out" / WHEEL).read_bytes() == clean_bytes
+        assert proxy.faults_injected == 1 and len(cdn.requests(SO)) == 1
+        assert cdn.authorization == [""]
+        assert proxy.authorization[[line for line, _ in proxy.log].index(proxy.requests(SO)[0])] \
+            == f"Bearer {TOKEN}"
+
+
 def test_hub_down_then_back(proxy: FaultProxy, hub_env: dict[str, str], clean_bytes: bytes,
                             tmp_path: Path) -> None:
     """Nothing listening (connection refused), then the server comes back on the same port
@@ -118,7 +164,7 @@ PERSISTENT = {
                             "Connection reset by peer); the timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
     "401": (REFS, "status", 401, {}, "1", "2",
             "{E} refused access to drbh/img2gray (HTTP 401): the token in HF_TOKEN (not shown) lacks access", 1, 10),
-    "403 on a file": (r"^HEAD .*" + SO, "status", 403, {}, "1", "2",
+    "403 on a file": (r"^GET .*" + SO, "status", 403, {}, "1", "2",
                       "{E} refused access to drbh/img2gray (HTTP 403): the token in HF_TOKEN (not shown) lacks "
                       "access", 1, 10),
     "404": (REFS, "status", 404, {}, "1", "2", "listing refs failed: HTTP 404 from {E}", 1, 10),
@@ -135,14 +181,21 @@ PERSISTENT = {
                        "downloading build/" + CPU + ": no usable answer from {E} after 2 tries (peer closed "
                        "connection without sending complete message body (received {HALF} bytes, expected {SIZE})); "
                        "the timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
+    # The tree listing tells each file's size and git blob id: a transfer that does not
+    # match is retried, then refused, and never enters the HF cache.
     "a server lying consistently about a file": (SO, "short", 0, {}, "1", "2",
-                                                 WHEEL + " failed its checks and was not written: [digest] "
-                                                 "img2gray/{SO_NAME} differs from its "
-                                                 "metadata.json digest (and 1 more)", 2, 15),
+                                                 "downloading build/" + CPU + ": no usable answer from {E} after "
+                                                 "2 tries ({SO_NAME}: received {HALF} bytes, the listing says "
+                                                 "{SIZE}); the timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)",
+                                                 2, 15),
+    "a byte changed in transit": (r"^GET .*" + SO, "flip", 0, {}, "1", "2",
+                                  "downloading build/" + CPU + ": no usable answer from {E} after 2 tries "
+                                  "({SO_NAME}: the bytes received differ from the listing's git blob id); the "
+                                  "timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
     "stalled answer": (REFS, "stall", 0, {}, "1", "2",
                        "listing refs: no usable answer from {E} after 2 tries (timed out); the timeout is 2 s "
                        "(--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
-    "stalled file metadata": (r"^HEAD .*" + SO, "stall", 0, {}, "1", "2",
+    "stalled file answer": (r"^GET .*" + SO, "stall", 0, {}, "1", "2",
                               "downloading build/" + CPU + ": no usable answer from {E} after 2 tries (timed out); "
                               "the timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
     "stalled mid-body": (r"^GET .*" + SO, "stall_body", 0, {}, "1", "2",
@@ -174,12 +227,9 @@ def test_persistent_fault_ends_in_one_line_and_no_wheel(proxy: FaultProxy, hub_e
     assert len([w for _, w in proxy.log if w != "passed"]) == caught, proxy.log
     assert not out.exists()  # the run made it, and failing, removed it: no trace
     # The same HF cache (with whatever the failed run left in it), the fault gone: the next
-    # run gives exactly the clean bytes, never a wheel of partial data.
+    # run gives exactly the clean bytes, never a wheel of partial or altered data.
     proxy.clear()
     again, _ = convert(proxy, hub_env, out)
-    if fault == "short":  # the lie sits in the HF cache under the file's ETag: still refused
-        assert one_error_line(again) == message.format(E=proxy.endpoint) and not out.exists()
-        return
     assert again.returncode == 0, again.stderr
     assert (out / WHEEL).read_bytes() == clean_bytes
 
@@ -193,7 +243,10 @@ TRANSIENT = {
     "truncated once": (r"^GET .*" + SO, "truncate", 0, {},
                        f"downloading build/{CPU}: peer closed connection without sending complete message body "
                        "(received {HALF} bytes, expected {SIZE}); trying again in 0.5 s (1/1)", 0),
-    "500 once": (r"^HEAD .*" + SO, "status", 500, {}, f"downloading build/{CPU}: HTTP 500; trying again in 0.5 s (1/1)", 0),
+    "a byte changed once": (r"^GET .*" + SO, "flip", 0, {},
+                            f"downloading build/{CPU}: {{SO_NAME}}: the bytes received differ from the listing's "
+                            "git blob id; trying again in 0.5 s (1/1)", 0),
+    "500 once": (r"^GET .*" + SO, "status", 500, {}, f"downloading build/{CPU}: HTTP 500; trying again in 0.5 s (1/1)", 0),
     "429 with Retry-After 2 once": (REFS, "status", 429, {"Retry-After": "2"},
                                     "listing refs: HTTP 429; trying again in 2 s (1/1)", 2),
     "stalled once": (TREE, "stall", 0, {}, "listing build/: timed out; trying again in 0.5 s (1/1)", 2),

@@ -2,17 +2,20 @@
 ``huggingface_hub``. HF_ENDPOINT, HF_TOKEN, HF_HOME and HF_HUB_OFFLINE are honoured
 because every call goes through huggingface_hub's own configuration.
 
-Only the selected variants are downloaded (``snapshot_download`` with
-``allow_patterns``), into the ordinary HF cache, so a second run downloads nothing
-and HF_HUB_OFFLINE=1 converts from the cache.
+Only the selected variants are downloaded, file by file at the pinned commit, into the
+ordinary HF cache (:mod:`.hub_files`), so a second run downloads nothing and
+HF_HUB_OFFLINE=1 converts from the cache.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -40,6 +43,7 @@ from ..versions import (
     tag_version,
 )
 from . import FetchedVariant
+from .hub_files import HubCacheRepo, RemoteFile, TransferMismatch
 from .urls import hub_url
 
 T = TypeVar("T")
@@ -52,11 +56,24 @@ def _is_network_error(exc: BaseException) -> bool:
     return any(cls.__name__ in _NETWORK_ERRORS for cls in type(exc).__mro__)
 
 
-# Variants downloaded at once (each with huggingface_hub's own file threads). Few, so
-# that variants arrive one after another and each is converted while the next one is
-# still downloading: with all of them at once they all arrive at the end and nothing
-# overlaps (measured: 4 x 48 MB through olah, cold, 7.9 s at 4 at once, 6.4 s at 2).
+# Variants are downloaded a few at a time, and their large files one at a time: each
+# variant then arrives as early as it can and is converted while the next one is still
+# downloading. With every file at once they all arrive at the end and nothing overlaps
+# (measured: 4 x 48 MB through olah, cold: all at once 7.9 s, two variants at once 6.4 s).
 _VARIANTS_AT_ONCE = 2
+_LARGE_FILES_AT_ONCE = 1
+_LARGE_FILE = 4 << 20
+
+
+def _check_space(folder: Path, needed: int, what: str) -> None:
+    """A download that cannot fit fails before it starts, not at the disk's last byte."""
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if needed > free:
+        raise SourceError(f"{what}: needs {needed / 1e6:.0f} MB in the HF cache ({folder.parent}), "
+                          f"only {free / 1e6:.0f} MB free there (HF_HOME, HF_HUB_CACHE)")
 
 
 def _reason(exc: BaseException) -> str:
@@ -168,6 +185,8 @@ class HubSource:
                 elif status is not None and status < 500:
                     raise SourceError(f"{what} failed: HTTP {status} from {self.endpoint}") from None
                 failure = f"HTTP {status}"
+            except TransferMismatch as exc:  # a bad transfer: the next one may be good
+                failure = str(exc)
             except (OSError, ValueError) as exc:
                 # A download cut short or a file that arrived shorter than announced
                 # ("consistency check failed") lands here; so do network errors.
@@ -343,21 +362,32 @@ class HubSource:
     def _snapshot_dir(self, commit: str) -> Path:
         return self._repo_cache(self.repo_type) / "snapshots" / commit
 
+    def _cache(self) -> HubCacheRepo:
+        from huggingface_hub import constants
+
+        folder = self._repo_cache(self.repo_type)
+        return HubCacheRepo(folder, Path(constants.HF_HUB_CACHE) / ".locks" / folder.name)
+
     def fetch(self, revision: Revision, names: list[str],
               workdir: Path) -> Iterator[tuple[str, FetchedVariant]]:
-        """Each variant is one ``snapshot_download`` into the HF cache; several run at
-        once and each is handed on as soon as it is complete."""
-        # By ref name when there is one, so that the HF cache records the ref and an
-        # offline run (HF_HUB_OFFLINE=1) can resolve it; the commit is then verified.
-        wanted = revision.ref if revision.ref and revision.ref != revision.commit else revision.commit
-        assert wanted is not None and revision.commit is not None
+        """Each variant's files, listed at the pinned commit and downloaded into the HF
+        cache (:mod:`.hub_files`); several variants at once, each handed on as soon as
+        it is complete."""
+        commit = revision.commit
+        assert commit is not None
         if self.offline:  # what snapshot_download would answer offline, without its imports
-            snapshot = self._snapshot_dir(revision.commit)
+            snapshot = self._snapshot_dir(commit)
             for name in names:
                 yield name, FetchedVariant(snapshot / "build" / name, snapshot.parent.parent)
             return
+        cache = self._cache()
+        # The HF cache records the ref, so that an offline run (HF_HUB_OFFLINE=1) resolves
+        # it; every byte is fetched by commit, so a ref that moves meanwhile changes nothing.
+        if revision.ref and revision.ref != commit:
+            cache.remember_ref(revision.ref, commit)
+        large = threading.BoundedSemaphore(_LARGE_FILES_AT_ONCE)
         with ThreadPoolExecutor(max_workers=_VARIANTS_AT_ONCE) as pool:
-            futures = {pool.submit(self._fetch_one, name, wanted, revision): name for name in names}
+            futures = {pool.submit(self._fetch_one, name, commit, cache, large): name for name in names}
             try:
                 for future in as_completed(futures):
                     yield futures[future], future.result()
@@ -365,17 +395,30 @@ class HubSource:
                 for future in futures:
                     future.cancel()
 
-    def _fetch_one(self, name: str, wanted: str, revision: Revision) -> FetchedVariant:
-        from huggingface_hub import snapshot_download
+    def _fetch_one(self, name: str, commit: str, cache: HubCacheRepo,
+                   large: threading.BoundedSemaphore) -> FetchedVariant:
+        from huggingface_hub import hf_hub_url
+        from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
 
-        root: Any = self._call(f"downloading build/{name}", lambda: snapshot_download(
-            self.repo_id, repo_type=self.repo_type, revision=wanted,
-            allow_patterns=[f"build/{name}/*"]))
-        if Path(root).name != revision.commit:
-            raise SourceError(f"{self.repo_id}: {revision.ref} moved from {revision.commit} to "
-                              f"{Path(root).name} while converting; run again")
-        repo_cache = Path(root).parent.parent  # <cache>/<type>s--org--name/snapshots/<sha>
-        return FetchedVariant(Path(root) / "build" / name, repo_cache)
+        what = f"downloading build/{name}"
+        entries: Any = self._call(f"listing build/{name}", lambda: list(self.api.list_repo_tree(
+            self.repo_id, path_in_repo=f"build/{name}", recursive=True, revision=commit,
+            repo_type=self.repo_type)))
+        files = sorted((RemoteFile.from_listing(e) for e in entries if type(e).__name__ == "RepoFile"),
+                       key=lambda f: (f.size, f.path))  # small files first, while a large one waits
+        missing = [f for f in files if not cache.pointer(commit, f.path).is_file()]
+        _check_space(cache.folder, sum(f.size for f in missing), what)
+        headers = build_hf_headers()
+        started = time.monotonic()
+        for file in missing:
+            url = hf_hub_url(self.repo_id, file.path, repo_type=self.repo_type, revision=commit)
+            with large if file.size >= _LARGE_FILE else nullcontext():
+                self._call(what, partial(cache.fetch, file, commit, url, dict(headers)))
+        if missing:
+            size = sum(f.size for f in missing)
+            self.progress(f"downloaded build/{name}: {len(missing)} files, {size / 1e6:.1f} MB "
+                          f"in {time.monotonic() - started:.1f} s")
+        return FetchedVariant(cache.pointer(commit, f"build/{name}"), cache.folder)
 
     def card(self, revision: Revision) -> str | None:
         if self.offline:  # the cached copy, as hf_hub_download would answer offline
