@@ -166,17 +166,26 @@ class _Conversion:
 
     def __init__(self, source: KernelSource, request: VersionRequest, revision: Revision,
                  options: ConvertOptions, staging: Path, pool: Executor | None,
-                 progress: Progress, cancel: threading.Event) -> None:
+                 progress: Progress, cancel: threading.Event,
+                 slots: compression.DeflateSlots | None = None) -> None:
         self.source, self.request, self.revision = source, request, revision
         self.options, self.staging, self.pool, self.progress = options, staging, pool, progress
-        self.cancel = cancel
-        self.card = source.card(revision)
+        self.cancel, self.slots = cancel, slots
+        self._card: tuple[str | None] | None = None
         self.epoch = zip_epoch(options, revision)
         self.identity = _Identity(source.name)
         self.arrived: dict[str, tuple[Variant, FetchedVariant, KernelMetadata]] = {}
         self.planned: dict[str, tuple[tuple[str, str], Future[ProducedWheel]]] = {}
         self.reported: set[str] = set()
         self.filenames: dict[str, str] = {}  # wheel file name -> the variant planned as it
+
+    @property
+    def card(self) -> str | None:
+        """Fetched when the first variant is planned, not before: by then the other
+        variants are downloading, and the card's request overlaps them."""
+        if self._card is None:
+            self._card = (self.source.card(self.revision),)
+        return self._card[0]
 
     def version(self) -> str:
         given = self.options.version
@@ -220,11 +229,11 @@ class _Conversion:
         if self.pool is None:
             future: Future[ProducedWheel] = Future()
             try:
-                future.set_result(produce_wheel(job, self.cancel))
+                future.set_result(produce_wheel(job, self.cancel, self.slots))
             except BaseException as exc:  # surfaced by finish(), like a worker's error
                 future.set_exception(exc)
         else:
-            future = self.pool.submit(produce_wheel, job, self.cancel)
+            future = self.pool.submit(produce_wheel, job, self.cancel, self.slots)
         self.planned[name] = (identity, future)
 
     def _job(self, variant: Variant, fetched: FetchedVariant, meta: KernelMetadata,
@@ -309,10 +318,14 @@ def _convert(source: KernelSource, request: VersionRequest, options: ConvertOpti
             output.staging() as staging:
         pool = _pool(options.jobs, len(chosen))
         cancel = threading.Event()
+        cores = os.cpu_count() or 1
+        slots = compression.DeflateSlots(cores - 1)  # one core for the downloads while they last
         try:
-            run = _Conversion(source, request, revision, options, staging, pool, progress, cancel)
+            run = _Conversion(source, request, revision, options, staging, pool, progress, cancel,
+                              slots)
             for name, fetched in source.fetch(revision, list(chosen), Path(work)):
                 run.arrive(chosen[name], fetched)
+            slots.widen(cores)
             produced = run.finish()
             version = run.version()
         except BaseException:

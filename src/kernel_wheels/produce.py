@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .assemble import WheelJob, job_members
+from .compression import DeflateSlots
 from .digest import file_sha256
 from .errors import CheckFailedError, OutputError
 from .plan import WheelPlan
@@ -64,14 +65,15 @@ def _honest_plan(job: WheelJob) -> WheelPlan:
     return job.plan(replace(job.tags, manylinux_version=f"{major}.{minor}"))
 
 
-def produce_wheel(job: WheelJob, cancel: threading.Event | None = None) -> ProducedWheel:
+def produce_wheel(job: WheelJob, cancel: threading.Event | None = None,
+                  slots: DeflateSlots | None = None) -> ProducedWheel:
     """``cancel``, once set, stops the writing at the next chunk (Ctrl-C, SIGTERM, an
-    error in another wheel of the run)."""
+    error in another wheel of the run). ``slots`` bounds the run's deflate threads."""
     plan = _honest_plan(job) if job.manylinux_auto else job.plan()
     members = job_members(job, plan)
     temp = job.staging / plan.filename
     try:
-        written = write_wheel(temp, members, plan.dist_info, job.epoch, job.compression, cancel)
+        written = write_wheel(temp, members, plan.dist_info, job.epoch, job.compression, cancel, slots)
     except OSError as exc:
         # The output folder's disk is full, or a file-size limit or quota stops the wheel:
         # name the folder, not the staging file (which is removed with its folder).

@@ -90,14 +90,16 @@ def _chunks(member: Member, digest: hashlib._Hash, read_size: int,
 
 def write_wheel(path: Path, members: Iterable[Member], dist_info: str, epoch: int,
                 level: int = compression.DEFAULT_LEVEL,
-                cancel: threading.Event | None = None) -> WrittenWheel:
-    """Write ``members`` (then RECORD) to ``path``; ``dist_info`` members go last."""
+                cancel: threading.Event | None = None,
+                slots: compression.DeflateSlots | None = None) -> WrittenWheel:
+    """Write ``members`` (then RECORD) to ``path``; ``dist_info`` members go last.
+    ``slots``: how many deflate blocks the run lets compress at once."""
     ordered = sorted(members, key=lambda m: (m.arcname.startswith(dist_info + "/"), m.arcname))
     written: list[WrittenMember] = []
     with path.open("wb") as stream, \
             ThreadPoolExecutor(max_workers=os.cpu_count() or 1,
                                thread_name_prefix="kernel-wheels-deflate") as pool:
-        compress = compression.block_deflate(level, pool)
+        compress = compression.block_deflate(level, pool, slots=slots)
         zf = ZipWriter(stream, zip_timestamp(epoch))
         for member in ordered:
             digest = hashlib.sha256()
