@@ -11,6 +11,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import tempfile
+import zipfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -47,9 +48,10 @@ def _platform_arch(platform: str) -> str | None:
     return None
 
 
-def check_wheel(path: Path, *, filename: str | None = None) -> CheckReport:
+def check_wheel(path: Path, *, filename: str | None = None,
+                archive: zipfile.ZipFile | None = None) -> CheckReport:
     """Run every check on the wheel at ``path``. ``filename`` is the name it claims
-    (defaults to the file's own name)."""
+    (defaults to the file's own name); ``archive``, the wheel already open, if it is."""
     filename = filename or path.name
     if not path.is_file():
         what = "is a folder, not a wheel" if path.is_dir() else "does not exist"
@@ -61,7 +63,7 @@ def check_wheel(path: Path, *, filename: str | None = None) -> CheckReport:
                                               f"invalid wheel file name: {exc}"),))
     with _Scratch() as scratch:
         try:
-            facts = read_wheel_facts(path, filename, scratch.folder)
+            facts = read_wheel_facts(path, filename, scratch.folder, archive)
         except UNREADABLE as exc:
             return CheckReport(filename, (Finding("wheel", Status.FAIL,
                                                   f"unreadable wheel: {exc}"),))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from email.parser import HeaderParser
+from functools import lru_cache
 
 from packaging.tags import Tag, parse_tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -13,6 +14,7 @@ from .facts import WheelFacts, is_binary_name
 from .report import Finding, Status
 
 
+@lru_cache(maxsize=64)  # each check asks again; an index checks thousands of wheels
 def parse_filename(filename: str) -> tuple[str, str, frozenset[Tag]]:
     name, version, _build, tags = parse_wheel_filename(filename)
     return str(name), str(version), tags

@@ -16,6 +16,7 @@ import json
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,11 +104,12 @@ def _record_digest(value: str) -> bytes | None:
         return None
 
 
-def read_wheel_facts(path: Path, filename: str, scratch: Callable[[], Path]) -> WheelFacts:
+def read_wheel_facts(path: Path, filename: str, scratch: Callable[[], Path],
+                     archive: zipfile.ZipFile | None = None) -> WheelFacts:
     """Read the wheel at ``path`` once; binaries are copied into the folder ``scratch()``
-    gives. Raises ``zipfile.BadZipFile``/``ValueError`` for an archive that cannot be
-    read at all."""
-    with zipfile.ZipFile(path) as zf:
+    gives. ``archive``: the wheel already open (the caller closes it). Raises
+    ``zipfile.BadZipFile``/``ValueError`` for an archive that cannot be read at all."""
+    with nullcontext(archive) if archive is not None else zipfile.ZipFile(path) as zf:
         infos = [i for i in zf.infolist() if not i.is_dir()]
         names = [i.filename for i in infos]
         facts = WheelFacts(filename, names, _find_dist_info(names), path=path)

@@ -87,32 +87,44 @@ def read_facts(path: Path, copy_to: Path | None = None) -> tuple[WheelFacts, byt
     """sha256, size and METADATA of a wheel, reading it once (and copying it to
     ``copy_to`` in the same pass). Raises ValueError, KeyError, OSError or
     zipfile.BadZipFile for a file that is not a readable wheel."""
+    facts, metadata, archive = _open_facts(path, copy_to)
+    archive.close()
+    return facts, metadata
+
+
+def _open_facts(path: Path, copy_to: Path | None) -> tuple[WheelFacts, bytes, zipfile.ZipFile]:
+    """:func:`read_facts`, and the archive, still open, for the check to read."""
     name, version, _, _ = parse_wheel_filename(path.name)
     sha256, size, archive = _read_and_copy(path, copy_to)
-    with archive:
+    try:
         members = [n for n in archive.namelist()
                    if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
         if len(members) != 1:
             raise ValueError("no single .dist-info/METADATA in the wheel")
         metadata = archive.read(members[0])
+    except BaseException:
+        archive.close()
+        raise
     headers = BytesHeaderParser().parsebytes(metadata)
     requires_python = headers.get("Requires-Python")
     facts = WheelFacts(path.name, canonicalize_name(name), str(version), sha256, size,
                        str(requires_python).strip() if requires_python else None,
                        hashlib.sha256(metadata).hexdigest())
-    return facts, metadata
+    return facts, metadata, archive
 
 
 def inspect_wheel(path: Path, copy_to: Path | None = None) -> Inspection:
     """Facts and check of one wheel; never raises for a bad wheel. With ``copy_to``,
-    the wheel is also copied there while it is read."""
+    the wheel is also copied there while it is read (and the check reads the archive
+    that pass opened, not the file a second time)."""
     from ..checks import check_wheel
 
     try:
-        facts, metadata = read_facts(path, copy_to)
+        facts, metadata, archive = _open_facts(path, copy_to)
     except (ValueError, KeyError, zipfile.BadZipFile, OSError) as exc:
         return Inspection(path, None, None, f"unreadable wheel: {exc}")
-    report = check_wheel(path)
+    with archive:
+        report = check_wheel(path, archive=archive)
     if not report.passed:
         return Inspection(path, None, None, report.first_failure())
     return Inspection(path, facts, metadata, None, copy_to)
