@@ -18,6 +18,18 @@ from helpers import ROOT, SAMPLE, Olah, olah_server
 ZIG = [sys.executable, "-m", "ziglang", "cc"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _installer_caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """uv (and pip, where it caches) keep what the tests install in a cache of this
+    session: every run makes new wheels, which would otherwise pile up in the user's
+    ~/.cache for good (tens of GB over many runs). pytest keeps only its last few
+    session folders."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("UV_CACHE_DIR", str(tmp_path_factory.mktemp("uv-cache")))
+        patch.setenv("PIP_CACHE_DIR", str(tmp_path_factory.mktemp("pip-cache")))
+        yield
+
+
 def _cuda_python() -> Path:
     path = Path(os.environ.get("KW_CUDA_PYTHON", ROOT / ".venv-cuda" / "bin" / "python"))
     if not path.exists():
