@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import sys
+import threading
 import zlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -74,3 +75,40 @@ def test_blocks_cost_next_to_nothing_in_size() -> None:
 
 def test_level_zero_stores() -> None:
     assert compression.block_deflate(0, None) is None
+
+
+def test_deflate_slots_bound_the_run_until_lifted() -> None:
+    """While a conversion still downloads, its wheels deflate at most ``limit`` blocks at
+    once (the rest of the machine is the transfer's); once lifted, all at once. The bytes
+    are the same either way."""
+    data = real_bytes(6 * BLOCK + 123)
+    slots = compression.DeflateSlots(1)
+    inside, most = 0, 0
+    count = threading.Lock()
+    original = compression._deflate_block
+
+    def counting(*args: object) -> bytes:
+        nonlocal inside, most
+        with count:
+            inside += 1
+            most = max(most, inside)
+        try:
+            return original(*args)  # type: ignore[arg-type]
+        finally:
+            with count:
+                inside -= 1
+
+    compression._deflate_block = counting  # type: ignore[assignment]
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            compress = compression.block_deflate(6, pool, slots=slots)
+            assert compress is not None
+            narrow = b"".join(compress(iter([data])))
+            assert most == 1
+            slots.lift()
+            most = 0
+            wide = b"".join(compress(iter([data])))
+            assert most > 1
+    finally:
+        compression._deflate_block = original  # type: ignore[assignment]
+    assert narrow == wide and zlib.decompress(narrow, -15) == data

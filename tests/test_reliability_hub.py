@@ -101,6 +101,26 @@ def test_each_file_is_one_get_into_the_hf_cache(proxy: FaultProxy, hub_env: dict
     assert len([f for f in found["files"] if not f.endswith(".md")]) == len(files)
 
 
+def test_two_runs_at_once_share_one_hf_cache(olah: Olah, hub_env: dict[str, str], clean_bytes: bytes,
+                                            tmp_path: Path) -> None:
+    """Two conversions of the same release at the same moment, one HF cache: each blob is
+    written once under its lock, both runs give the clean bytes, and the cache holds no
+    half-written file."""
+    runs = [subprocess.Popen([sys.executable, "-m", "kernel_wheels", "to-wheel", "drbh/img2gray", "1.1.2",
+                              "--variant", CPU, "-o", str(tmp_path / f"out{i}")],
+                             env={**os.environ, **hub_env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True) for i in range(2)]
+    for run in runs:
+        _, stderr = run.communicate(timeout=120)
+        assert run.returncode == 0, stderr
+    for i in range(2):
+        assert (tmp_path / f"out{i}" / WHEEL).read_bytes() == clean_bytes
+    cache = Path(hub_env["HF_HOME"]) / "hub" / "kernels--drbh--img2gray"
+    assert not [p for p in cache.rglob("*") if p.name.endswith((".incomplete", ".link", ".tmp"))]
+    assert all(link.resolve().parent == cache / "blobs" for link in (cache / "snapshots").rglob("*")
+               if link.is_symlink())
+
+
 def test_a_file_redirected_to_another_host_is_fetched_without_the_token(
         olah: Olah, proxy: FaultProxy, hub_env: dict[str, str], clean_bytes: bytes, tmp_path: Path) -> None:
     """The Hub answers an LFS file with a redirect to its CDN: the download follows it,

@@ -318,14 +318,15 @@ def _convert(source: KernelSource, request: VersionRequest, options: ConvertOpti
             output.staging() as staging:
         pool = _pool(options.jobs, len(chosen))
         cancel = threading.Event()
-        cores = os.cpu_count() or 1
-        slots = compression.DeflateSlots(cores - 1)  # one core for the downloads while they last
+        # One core for the downloads while they last.
+        slots = compression.DeflateSlots((os.cpu_count() or 1) - 1) if source.fetch_downloads else None
         try:
             run = _Conversion(source, request, revision, options, staging, pool, progress, cancel,
                               slots)
-            for name, fetched in source.fetch(revision, list(chosen), Path(work)):
+            for arrived, (name, fetched) in enumerate(source.fetch(revision, list(chosen), Path(work)), 1):
+                if arrived == len(chosen) and slots is not None:  # nothing left to download
+                    slots.lift()
                 run.arrive(chosen[name], fetched)
-            slots.widen(cores)
             produced = run.finish()
             version = run.version()
         except BaseException:

@@ -33,6 +33,9 @@ class KernelSource(Protocol):
     name: str
     #: How messages refer to the source.
     display: str
+    #: Whether ``fetch`` downloads while the variants that arrived first are converted
+    #: (the converter then leaves a core to the transfer until the last one is here).
+    fetch_downloads: bool
 
     def resolve(self, request: VersionRequest | None) -> Revision:
         """Pin ``request`` to a commit; None means the default branch (or the folder)."""

@@ -21,6 +21,7 @@ class FolderSource:
         self.build_dir = self.root / "build" if (self.root / "build").is_dir() else self.root
         self.name = (self.root.name if self.build_dir != self.root else self.root.parent.name)
         self.display = str(path)
+        self.fetch_downloads = False
         #: A single variant folder given as SOURCE: converted alone.
         self.single = self.build_dir == self.root and try_parse_variant(self.root.name) is not None
         self.card_dir = self.root

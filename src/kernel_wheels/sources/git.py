@@ -55,6 +55,7 @@ class GitSource:
         self.display = redact(location)
         self.name = location.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
         self._git_dir = Path(location) if local else None
+        self.fetch_downloads = False  # a URL is cloned while resolving, before fetch
 
     @property
     def git_dir(self) -> Path:

@@ -119,6 +119,7 @@ class HubSource:
         self.endpoint = constants.ENDPOINT
         self.display = repo_id
         self.offline = bool(constants.HF_HUB_OFFLINE)
+        self.fetch_downloads = not self.offline
         if not self.offline:  # offline, no request is made (and its HTTP stack is not loaded)
             configure_hub_client(self.network)
         self._api: Any = None
