@@ -97,9 +97,14 @@ def serve(repos: Iterable[KernelRepo]) -> Iterator[Hub]:
         _wait_ready(endpoint, repos[0], process, log)
         yield Hub(endpoint, log)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, as a service manager stops a server; SIGKILL if it lingers."""
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

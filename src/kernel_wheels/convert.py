@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -171,7 +172,6 @@ class _Conversion:
         self.source, self.request, self.revision = source, request, revision
         self.options, self.staging, self.pool, self.progress = options, staging, pool, progress
         self.cancel, self.slots = cancel, slots
-        self._card: tuple[str | None] | None = None
         self.epoch = zip_epoch(options, revision)
         self.identity = _Identity(source.name)
         self.arrived: dict[str, tuple[Variant, FetchedVariant, KernelMetadata]] = {}
@@ -179,13 +179,11 @@ class _Conversion:
         self.reported: set[str] = set()
         self.filenames: dict[str, str] = {}  # wheel file name -> the variant planned as it
 
-    @property
+    @cached_property
     def card(self) -> str | None:
         """Fetched when the first variant is planned, not before: by then the other
         variants are downloading, and the card's request overlaps them."""
-        if self._card is None:
-            self._card = (self.source.card(self.revision),)
-        return self._card[0]
+        return self.source.card(self.revision)
 
     def version(self) -> str:
         given = self.options.version

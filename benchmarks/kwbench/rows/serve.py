@@ -31,7 +31,7 @@ from kernel_wheels.variants import parse_variant
 from ..bench import OUT, Bench, command_exists, fresh, wheels_in
 from ..config import KERNEL_NAME, KERNEL_WHEELS, RELEASE, WORK
 from ..measure import run_once
-from ..olah import free_port
+from ..olah import free_port, stop
 from ..report import Row
 from ..workloads import KernelRepo
 
@@ -109,12 +109,7 @@ def _server(bench: Bench, repo: KernelRepo, cache: Path) -> Iterator[str]:
             time.sleep(0.2)
         yield base
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 def _index_rps(base: str, seconds: float) -> float:
