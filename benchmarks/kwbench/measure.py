@@ -64,12 +64,27 @@ class CommandFailed(RuntimeError):
 
 
 def base_env() -> dict[str, str]:
-    """This environment without anything that would point a tool at another Hub or cache."""
+    """This environment without anything that would point a tool at another Hub or cache.
+    Byte-code writing stays as a user has it: every tool runs from compiled modules, as
+    after ``pip install`` (``compile_tools``); PYTHONDONTWRITEBYTECODE in the caller's
+    environment would make the editable kernel-wheels compile itself on every run."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("HF_", "HUGGINGFACE_", "KERNEL_WHEELS_")) and k != "SOURCE_DATE_EPOCH"}
-    env.update(HF_HUB_DISABLE_PROGRESS_BARS="1", HF_HUB_DISABLE_TELEMETRY="1",
-               HF_HUB_DISABLE_XET="1", PYTHONDONTWRITEBYTECODE="1")
+           if not k.startswith(("HF_", "HUGGINGFACE_", "KERNEL_WHEELS_"))
+           and k not in ("SOURCE_DATE_EPOCH", "PYTHONDONTWRITEBYTECODE")}
+    env.update(HF_HUB_DISABLE_PROGRESS_BARS="1", HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_XET="1")
     return env
+
+
+def compile_tools(python: Path, *packages: str) -> None:
+    """Compile ``packages`` (as importable by ``python``) to byte code, as ``pip install``
+    does for a regular install; an editable install (kernel-wheels in .venv) otherwise
+    compiles its modules on its first run, inside a measurement."""
+    code = ("import compileall, importlib.util, sys\n"
+            "for name in sys.argv[1:]:\n"
+            "    spec = importlib.util.find_spec(name)\n"
+            "    for folder in spec.submodule_search_locations:\n"
+            "        compileall.compile_dir(folder, quiet=1)\n")
+    subprocess.run([str(python), "-c", code, *packages], check=True, env=base_env())
 
 
 def _tree_rss(process: psutil.Process) -> int:

@@ -97,8 +97,8 @@ def provenance(revision: Revision, variant: Variant, layout: VariantLayout,
 
 def job_members(job: WheelJob, plan: WheelPlan) -> list[Member]:
     """Every member of the job's wheel under ``plan``, except RECORD."""
-    members = [Member(f.arcname, source=f.source, executable=f.source.suffix == ".so")
-               for f in job.files]
+    members = [Member(f.arcname, source=f.source, executable=f.source.suffix == ".so",
+                      arriving=f.arriving) for f in job.files]
     record = dict(job.provenance)
     members, added = guard_members(members, job.variant, job.module, plan)
     if added:

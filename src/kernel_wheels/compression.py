@@ -82,7 +82,7 @@ class DeflateSlots:
     a Hub mirror on the same machine, for the server): measured with olah on loopback,
     4 x 48 MB cold on 2 cores, deflating on both cores while downloading slowed the
     downloads by a third (6.5 s in all), on one core 5.5 s. ``lift`` removes the limit
-    once the last variant has arrived: then, as in a conversion that downloads nothing,
+    once the last download is over: then, as in a conversion that downloads nothing,
     every wheel's threads compress at once (a few more threads than cores keep both
     cores busy while a writer thread hashes and reads; a cap at the core count was
     measured 1.5% slower)."""

@@ -195,7 +195,7 @@ def guard_members(members: list[Member], variant: Variant, module: str,
     init = next((m for m in members if m.arcname == init_name), None)
     if init is None:
         return members, None
-    original = init.source.read_bytes() if init.source is not None else init.content or b""
+    original = init.read_bytes()
     inserted = insert_guard_line(original)
     if inserted is None:
         return members, None

@@ -17,9 +17,11 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .arrival import Arrival
 from .errors import LfsPointerError, VariantError
 
 LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/v1"
@@ -32,6 +34,7 @@ class PackedFile:
     source: Path
     relpath: str  # relative to the variant folder, '/'-separated
     arcname: str  # path inside the wheel
+    arriving: Arrival | None = None  # still being downloaded to ``source``
 
 
 @dataclass(frozen=True)
@@ -123,9 +126,11 @@ def _walk(variant_dir: Path, link_root: Path) -> list[tuple[Path, str]]:
     return sorted(files, key=lambda item: item[1])
 
 
-def read_layout(variant_dir: Path, module: str, link_root: Path) -> VariantLayout:
+def read_layout(variant_dir: Path, module: str, link_root: Path,
+                arriving: Mapping[str, Arrival] | None = None) -> VariantLayout:
     """Classify a variant folder and list the files to pack (see the module docstring
-    for what is refused)."""
+    for what is refused). ``arriving``: files not in the folder yet (relative path ->
+    arrival), packed from where they will be."""
     if (variant_dir / "__init__.py").is_file():
         kind = "flat"
     elif (variant_dir / module / "__init__.py").is_file():
@@ -136,11 +141,18 @@ def read_layout(variant_dir: Path, module: str, link_root: Path) -> VariantLayou
         raise VariantError(
             f"{variant_dir.name}: no Python package: neither __init__.py nor "
             f"{module}/__init__.py{hint}")
+    arriving = arriving or {}
+    found = [item for item in _walk(variant_dir, link_root) if item[1] not in arriving]
+    found += [(arrival.final, _checked_name(relpath, variant_dir.name))
+              for relpath, arrival in arriving.items()]
     files, left_out = [], []
-    for path, relpath in _walk(variant_dir, link_root):
+    for path, relpath in sorted(found, key=lambda item: item[1]):
         arcname = wheel_arcname(relpath, kind, module)
         if arcname is None:
             left_out.append(relpath)
+            continue
+        if relpath in arriving:  # large (a pointer is at most 1 kB): no pointer to look for
+            files.append(PackedFile(path, relpath, arcname, arriving[relpath]))
             continue
         if is_lfs_pointer(path):
             raise LfsPointerError(

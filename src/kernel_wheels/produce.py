@@ -12,9 +12,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .arrival import ArrivalCancelled, ArrivalRestarted
 from .assemble import WheelJob, job_members
 from .compression import DeflateSlots
-from .digest import file_sha256
 from .errors import CheckFailedError, OutputError
 from .plan import WheelPlan
 from .variants import Variant
@@ -31,7 +31,6 @@ class ProducedWheel:
     variant: Variant
     filename: str
     temp: Path  # in the staging folder
-    sha256: str
     size: int
     report: CheckReport | None
 
@@ -65,11 +64,32 @@ def _honest_plan(job: WheelJob) -> WheelPlan:
     return job.plan(replace(job.tags, manylinux_version=f"{major}.{minor}"))
 
 
+def _settled(job: WheelJob, cancel: threading.Event | None) -> WheelJob:
+    """The job once every file it packs has arrived (verified, in the cache)."""
+    for packed in job.files:
+        if packed.arriving is not None and not packed.arriving.wait(cancel):
+            # The download gave up: the source reports why, and the run stops.
+            raise ArrivalCancelled(f"{packed.relpath} did not arrive")
+    return replace(job, files=tuple(replace(f, arriving=None) for f in job.files))
+
+
 def produce_wheel(job: WheelJob, cancel: threading.Event | None = None,
                   slots: DeflateSlots | None = None) -> ProducedWheel:
     """``cancel``, once set, stops the writing at the next chunk (Ctrl-C, SIGTERM, an
-    error in another wheel of the run). ``slots`` bounds the run's deflate threads."""
+    error in another wheel of the run). ``slots`` bounds the run's deflate threads.
+    Files still arriving are read as they land; if a transfer has to start over, the
+    wheel is written again from the finished files."""
+    if job.manylinux_auto:
+        job = _settled(job, cancel)  # the policy is read from the whole binaries first
     plan = _honest_plan(job) if job.manylinux_auto else job.plan()
+    try:
+        return _produce(job, plan, cancel, slots)
+    except ArrivalRestarted:
+        return _produce(_settled(job, cancel), plan, cancel, slots)
+
+
+def _produce(job: WheelJob, plan: WheelPlan, cancel: threading.Event | None,
+             slots: DeflateSlots | None) -> ProducedWheel:
     members = job_members(job, plan)
     temp = job.staging / plan.filename
     try:
@@ -97,5 +117,5 @@ def produce_wheel(job: WheelJob, cancel: threading.Event | None = None,
                     "--manylinux-version auto)")
         raise CheckFailedError(f"{plan.filename} failed its checks and was not written: "
                                f"{report.first_failure()}{hint}")
-    return ProducedWheel(job.variant, plan.filename, temp, file_sha256(temp), temp.stat().st_size,
+    return ProducedWheel(job.variant, plan.filename, temp, temp.stat().st_size,
                          report)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import compression
+from .arrival import Arrival, ArrivalCancelled
 from .digest import file_sha256
 from .errors import OutputExistsError
 from .zipwriter import ZipWriter
@@ -42,6 +43,21 @@ class Member:
     source: Path | None = None  # streamed from this file ...
     content: bytes | None = None  # ... or these bytes
     executable: bool = False
+    arriving: Arrival | None = None  # ``source`` is still being downloaded
+
+    @property
+    def size(self) -> int:
+        if self.arriving is not None:
+            return self.arriving.size
+        return self.source.stat().st_size if self.source is not None else len(self.content or b"")
+
+    def read_bytes(self) -> bytes:
+        """The whole content (waiting for it if it is still arriving)."""
+        if self.source is None:
+            return self.content or b""
+        if self.arriving is not None:
+            return b"".join(self.arriving.chunks(1 << 20))
+        return self.source.read_bytes()
 
 
 @dataclass(frozen=True)
@@ -80,6 +96,14 @@ def _chunks(member: Member, digest: hashlib._Hash, read_size: int,
         digest.update(data)
         yield data
         return
+    if member.arriving is not None:
+        try:
+            for chunk in member.arriving.chunks(read_size, cancel):
+                digest.update(chunk)
+                yield chunk
+        except ArrivalCancelled:
+            raise Cancelled(member.arcname) from None
+        return
     with member.source.open("rb") as stream:
         while chunk := stream.read(read_size):
             if cancel is not None and cancel.is_set():
@@ -103,7 +127,7 @@ def write_wheel(path: Path, members: Iterable[Member], dist_info: str, epoch: in
         zf = ZipWriter(stream, zip_timestamp(epoch))
         for member in ordered:
             digest = hashlib.sha256()
-            size = member.source.stat().st_size if member.source is not None else 0
+            size = member.size if member.source is not None else 0
             # A large file is read a deflate block at a time: each read is handed to the
             # compressor's threads as it is, with no copy into a block of its own.
             read_size = compression.BLOCK if size > compression.BLOCK else _CHUNK

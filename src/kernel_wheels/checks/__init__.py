@@ -8,12 +8,10 @@ Nothing here raises for a bad wheel: :func:`check_wheel` returns a :class:`Check
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -96,6 +94,10 @@ def check_wheels(paths: list[Path], *, jobs: int = 0) -> list[CheckReport]:
     workers = min(jobs or os.cpu_count() or 1, len(paths))
     if workers <= 1:
         return [check_wheel(path) for path in paths]
+    # Imported here: to-wheel checks in its own threads and need not load them.
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     context = multiprocessing.get_context("forkserver")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         return list(pool.map(check_wheel, paths))

@@ -6,11 +6,12 @@ this protocol, so a new kind of source never touches it."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from ..arrival import Arrival
 from ..errors import UsageError
 from ..network import NetworkSettings
 from ..revision import Revision
@@ -19,12 +20,15 @@ from ..versions import VersionRequest
 
 @dataclass(frozen=True)
 class FetchedVariant:
-    """A variant available as a local folder."""
+    """A variant available as a local folder, some of its files perhaps still arriving."""
 
     path: Path
     #: Symbolic links inside the variant are followed only when they resolve inside this
     #: folder (the HF cache links snapshot files to its blobs); any other link is refused.
     link_root: Path
+    #: Files still being downloaded (path relative to the variant folder -> its arrival):
+    #: not in the folder yet, they will be at ``arrival.final``.
+    arriving: Mapping[str, Arrival] = field(default_factory=dict)
 
 
 class KernelSource(Protocol):
@@ -48,7 +52,9 @@ class KernelSource(Protocol):
     def fetch(self, revision: Revision, names: list[str],
               workdir: Path) -> Iterator[tuple[str, FetchedVariant]]:
         """Local folders holding the named variants (fetched into ``workdir`` if needed),
-        each yielded as soon as it is complete, in any order."""
+        each yielded as soon as it can be read, in any order: complete, or with its large
+        files still arriving (``FetchedVariant.arriving``); the generator ends when every
+        file is here."""
         ...
 
     def card(self, revision: Revision) -> str | None:

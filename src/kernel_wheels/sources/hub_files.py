@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..arrival import Arrival
+
 CHUNK = 1 << 20
 
 
@@ -90,8 +92,10 @@ class HubCacheRepo:
         temp.write_text(commit)
         os.replace(temp, target)
 
-    def fetch(self, file: RemoteFile, commit: str, url: str, headers: dict[str, str]) -> Path:
-        """``snapshots/<commit>/<path>``, downloaded unless the cache holds it already."""
+    def fetch(self, file: RemoteFile, commit: str, url: str, headers: dict[str, str],
+              arrival: Arrival | None = None) -> Path:
+        """``snapshots/<commit>/<path>``, downloaded unless the cache holds it already;
+        ``arrival`` is told of every byte written, for a reader that follows the transfer."""
         from filelock import FileLock
 
         pointer = self.pointer(commit, file.path)
@@ -102,12 +106,13 @@ class HubCacheRepo:
         self.locks.mkdir(parents=True, exist_ok=True)
         with FileLock(self.locks / f"{file.etag}.lock"):
             if not blob.is_file():
-                self._download(file, url, headers, blob)
+                self._download(file, url, headers, blob, arrival)
         self._link(pointer, blob)
         return pointer
 
     @staticmethod
-    def _download(file: RemoteFile, url: str, headers: dict[str, str], blob: Path) -> None:
+    def _download(file: RemoteFile, url: str, headers: dict[str, str], blob: Path,
+                  arrival: Arrival | None = None) -> None:
         """Stream ``url`` into ``blob`` through ``<blob>.incomplete`` (the name the HF
         cache uses for a transfer in progress; the lock makes it ours), hashing as it
         goes; only a file that matches the listing is moved into place."""
@@ -119,10 +124,15 @@ class HubCacheRepo:
             with get_session().stream("GET", url, headers=headers, follow_redirects=True) as response, \
                     partial.open("wb") as out:
                 hf_raise_for_status(response)
+                if arrival is not None:
+                    arrival.started(partial)
                 for chunk in response.iter_bytes(CHUNK):
                     digest.update(chunk)
                     out.write(chunk)
                     received += len(chunk)
+                    if arrival is not None:
+                        out.flush()  # the reader sees exactly what it is told
+                        arrival.received(received)
             name = file.path.rsplit("/", 1)[-1]
             if received != file.size:
                 raise TransferMismatch(f"{name}: received {received} bytes, the listing says {file.size}")
