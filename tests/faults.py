@@ -5,7 +5,8 @@ The proxy is a real server, not a mock: it listens on a real socket on 127.0.0.1
 real HTTP requests to a real upstream (olah serving a Hub kernel) and writes real HTTP
 answers back. Per rule it breaks an exchange the way a network or a Hub does: it resets
 the connection, cuts a download short, answers 401/403/404/429/500, sends fewer bytes
-than it announced, lies consistently about a file's size, changes a byte, or stalls.
+than it announced, lies consistently about a file's size, changes a byte, stalls, or
+sends a body slowly, a few bytes at a time.
 """
 
 from __future__ import annotations
@@ -172,6 +173,17 @@ class FaultProxy:
         status, headers, body = self._forward(h.command, h.path, dict(h.headers), request_body)
         if rule is not None and rule.fault == "short" and h.command == "HEAD":
             body = self._forward("GET", h.path, dict(h.headers), None)[2]  # to know its size
+        if rule is not None and rule.fault == "slow":  # a slow link: 1 kB every 50 ms
+            self._answer(h, status, headers, b"", len(body), finish=False)
+            for start in range(0, len(body), 1024):
+                if self.release.wait(0.05):
+                    return
+                try:
+                    h.wfile.write(body[start:start + 1024])
+                    h.wfile.flush()
+                except OSError:
+                    return  # the client gave up
+            return
         if rule is None or rule.fault not in ("cut", "truncate", "stall_body", "short", "flip") \
                 or len(body) < 2 and h.command != "HEAD":
             self._answer(h, status, headers, b"" if h.command == "HEAD" else body,

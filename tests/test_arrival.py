@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from kernel_wheels.arrival import Arrival, ArrivalCancelled, ArrivalRestarted
+from kernel_wheels.compression import DeflateSlots
+from kernel_wheels.convert import _lift_when_arrived
 
 CONTENT = bytes(range(256)) * 4096  # 1 MiB
 PIECE = 64 << 10
@@ -128,3 +130,29 @@ def test_cancel_wakes_a_waiting_reader(tmp_path: Path) -> None:
         read_all(arrival, cancel=cancel)  # nothing ever arrives
     with pytest.raises(ArrivalCancelled):
         arrival.wait(cancel)
+
+
+def test_the_downloads_core_goes_back_to_deflate_when_the_last_file_is_here(tmp_path: Path) -> None:
+    """While files arrive, a conversion deflates on one core fewer; once the last one is
+    here, on all (a single variant was written on one core until it was done, 0.2 s
+    slower for 48 MB)."""
+    cancel = threading.Event()
+    nothing_arriving = DeflateSlots(1)
+    _lift_when_arrived(nothing_arriving, [], cancel)
+    assert nothing_arriving.lifted
+
+    slots = DeflateSlots(1)
+    first, last = Arrival(tmp_path / "a.so", 1), Arrival(tmp_path / "b.so", 1)
+    first.finished()
+    _lift_when_arrived(slots, [first, last], cancel)
+    threading.Event().wait(0.3)
+    assert not slots.lifted
+    last.finished()
+    assert eventually(lambda: slots.lifted)
+
+    abandoned = DeflateSlots(1)
+    never = Arrival(tmp_path / "c.so", 1)
+    _lift_when_arrived(abandoned, [never], cancel)
+    cancel.set()  # the run stops: the waiting thread ends without lifting
+    threading.Event().wait(0.3)
+    assert not abandoned.lifted

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -295,3 +296,44 @@ def test_auth_error_with_a_token_never_shows_it(proxy: FaultProxy, hub_env: dict
     assert one_error_line(proc) == (
         f"{proxy.endpoint} refused access to drbh/img2gray (HTTP 403): the token in HF_TOKEN (not shown) lacks access")
     assert '"type": "AuthenticationError"' in proc.stdout and TOKEN not in proc.stdout
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_during_a_download_stops_it_at_once(proxy: FaultProxy, hub_env: dict[str, str], clean_bytes: bytes,
+                                                     tmp_path: Path, signum: int) -> None:
+    """Ctrl-C or SIGTERM while a binary downloads (and the wheel writer reads it as it
+    arrives): the transfer is abandoned within a piece, not finished first. The extension
+    (85 kB) comes 1 kB per 50 ms here, 4 s in all; the run must end well before it would
+    have, leave no wheel, no staging folder and no half-written blob, and the next run
+    gives the clean bytes."""
+    proxy.add(r"^GET .*" + SO, "slow")
+    out, home = tmp_path / "out", Path(hub_env["HF_HOME"])
+    env = {**os.environ, **hub_env, "HF_ENDPOINT": proxy.endpoint, "HF_TOKEN": TOKEN}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kernel_wheels", "to-wheel", "drbh/img2gray", "1.1.2", "--variant", CPU,
+         "-o", str(out), "--timeout", "10"], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not list(home.rglob("*.incomplete")):  # the transfer is under way
+            assert process.poll() is None and time.monotonic() < deadline, "the download never started"
+            time.sleep(0.02)
+        time.sleep(0.3)
+        signalled = time.monotonic()
+        process.send_signal(signum)
+        _, stderr = process.communicate(timeout=30)
+        stopped_after = time.monotonic() - signalled
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    expected = {signal.SIGINT: (130, "kernel-wheels: interrupted"), signal.SIGTERM: (143, "kernel-wheels: terminated")}
+    assert (process.returncode, stderr.strip().splitlines()[-1]) == expected[signum], stderr
+    assert "Traceback" not in stderr and TOKEN not in stderr
+    assert stopped_after < 1.5, f"{stopped_after:.1f} s after the signal"  # the rest of the body: 3-4 s
+    assert not out.exists() and staging_folders(tmp_path) == []
+    assert list(home.rglob("*.incomplete")) == []
+    tally("hub", inputs=1, faults=1, inspected=1)
+    proxy.clear()
+    again, _ = convert(proxy, hub_env, out)
+    assert again.returncode == 0, again.stderr
+    assert (out / WHEEL).read_bytes() == clean_bytes

@@ -72,6 +72,12 @@ class Arrival:
             self._changed.notify_all()
 
     # -- the reader's side ----------------------------------------------------------
+    @property
+    def over(self) -> bool:
+        """The download has ended, one way or the other."""
+        with self._changed:
+            return self._outcome is not None
+
     def wait(self, cancel: threading.Event | None = None) -> bool:
         """Block until the download is over; True if the file is at :attr:`final`."""
         with self._changed:

@@ -97,6 +97,11 @@ class DeflateSlots:
             self._limit = sys.maxsize
             self._changed.notify_all()
 
+    @property
+    def lifted(self) -> bool:
+        with self._changed:
+            return self._limit == sys.maxsize
+
     def __enter__(self) -> None:
         with self._changed:
             self._changed.wait_for(lambda: self._busy < self._limit)

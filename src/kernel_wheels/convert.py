@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import InvalidVersion, Version
 
 from . import compression
+from .arrival import Arrival, ArrivalCancelled
 from .assemble import WheelJob, describe, provenance
 from .digest import file_sha256
 from .errors import MetadataError, OutputExistsError, UsageError, VariantError
@@ -234,8 +235,10 @@ class _Conversion:
             future: Future[ProducedWheel] = Future()
             try:
                 future.set_result(produce_wheel(job, self.cancel, self.slots))
-            except BaseException as exc:  # surfaced by finish(), like a worker's error
+            except Exception as exc:  # surfaced by finish(), like a worker's error
                 future.set_exception(exc)
+            # Ctrl-C or SIGTERM (BaseException) goes up at once: the downloads a single
+            # variant is read from are then stopped, not waited for.
         else:
             future = self.pool.submit(produce_wheel, job, self.cancel, self.slots)
         self.planned[name] = (identity, future)
@@ -287,6 +290,27 @@ def _pool(jobs: int, variants: int) -> ThreadPoolExecutor | None:
     return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kernel-wheels-wheel")
 
 
+def _lift_when_arrived(slots: compression.DeflateSlots, arrivals: list[Arrival],
+                       cancel: threading.Event) -> None:
+    """Give the downloads' core back to deflate once the files still arriving are here:
+    at once if none is (a single variant is then written on every core), else from a
+    thread that waits for them while the last variants are written."""
+    pending = [arrival for arrival in arrivals if not arrival.over]
+    if not pending:
+        slots.lift()
+        return
+
+    def lift_after_downloads() -> None:
+        try:
+            for arrival in pending:
+                arrival.wait(cancel)
+        except ArrivalCancelled:
+            return
+        slots.lift()
+
+    threading.Thread(target=lift_after_downloads, name="kernel-wheels-downloads", daemon=True).start()
+
+
 def to_wheels(source: KernelSource, request: VersionRequest,
               options: ConvertOptions | None = None,
               progress: Progress = lambda _: None) -> ConversionResult:
@@ -328,10 +352,12 @@ def _convert(source: KernelSource, request: VersionRequest, options: ConvertOpti
         try:
             run = _Conversion(source, request, revision, options, staging, pool, progress, cancel,
                               slots)
-            for name, fetched in source.fetch(revision, list(chosen), Path(work)):
+            arrivals: list[Arrival] = []
+            for handed, (name, fetched) in enumerate(source.fetch(revision, list(chosen), Path(work)), 1):
+                arrivals += fetched.arriving.values()
+                if handed == len(chosen) and slots is not None:  # no new download starts
+                    _lift_when_arrived(slots, arrivals, cancel)
                 run.arrive(chosen[name], fetched)
-            if slots is not None:  # the generator ends when nothing is left to download
-                slots.lift()
             produced = run.finish()
             version = run.version()
         except BaseException:

@@ -410,6 +410,7 @@ class HubSource:
         if revision.ref and revision.ref != commit:
             cache.remember_ref(revision.ref, commit)
         transfers: list[Future[None]] = []
+        stop = threading.Event()  # set when the run ends early: downloads stop mid-file
         with ThreadPoolExecutor(max_workers=_VARIANTS_AT_ONCE) as pool, \
                 ThreadPoolExecutor(max_workers=_STREAMS) as streams:
             futures = {pool.submit(self._fetch_first, name, commit, cache): name for name in names}
@@ -418,12 +419,13 @@ class HubSource:
                     fetched, pending = future.result()
                     # Queued in the order the variants are handed on, which is the order
                     # the converter's workers take them in: each reads what is arriving.
-                    transfers += [streams.submit(self._fetch_arriving, commit, cache, transfer)
+                    transfers += [streams.submit(self._fetch_arriving, commit, cache, transfer, stop)
                                   for transfer in pending]
                     yield futures[future], fetched
                 for transfer in as_completed(transfers):
                     transfer.result()
             finally:
+                stop.set()  # over, or abandoned (Ctrl-C, an error): nothing more to fetch
                 for variant_future in futures:
                     variant_future.cancel()
                 for transfer in transfers:
@@ -455,11 +457,12 @@ class HubSource:
         arriving = {t.file.path.removeprefix(prefix): t.arrival for t in pending}
         return FetchedVariant(cache.pointer(commit, f"build/{name}"), cache.folder, arriving), pending
 
-    def _fetch_arriving(self, commit: str, cache: HubCacheRepo, transfer: _Transfer) -> None:
+    def _fetch_arriving(self, commit: str, cache: HubCacheRepo, transfer: _Transfer,
+                        stop: threading.Event) -> None:
         file, arrival = transfer.file, transfer.arrival
         try:
             self._call(f"downloading build/{transfer.variant}", partial(
-                cache.fetch, file, commit, self._url(file, commit), _headers(), arrival))
+                cache.fetch, file, commit, self._url(file, commit), _headers(), arrival, stop))
         except BaseException:
             arrival.failed()
             raise

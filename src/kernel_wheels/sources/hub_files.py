@@ -28,11 +28,13 @@ from typing import Any
 
 from ..arrival import Arrival
 
-CHUNK = 1 << 20
-
 
 class TransferMismatch(Exception):
     """A file arrived whole but not as the listing describes it (size or digest)."""
+
+
+class TransferStopped(Exception):
+    """The run is over (interrupted, or failed elsewhere): the transfer was abandoned."""
 
 
 @dataclass(frozen=True)
@@ -93,9 +95,10 @@ class HubCacheRepo:
         os.replace(temp, target)
 
     def fetch(self, file: RemoteFile, commit: str, url: str, headers: dict[str, str],
-              arrival: Arrival | None = None) -> Path:
+              arrival: Arrival | None = None, stop: threading.Event | None = None) -> Path:
         """``snapshots/<commit>/<path>``, downloaded unless the cache holds it already;
-        ``arrival`` is told of every byte written, for a reader that follows the transfer."""
+        ``arrival`` is told of every byte written, for a reader that follows the transfer;
+        ``stop``, once set, abandons the transfer at its next chunk."""
         from filelock import FileLock
 
         pointer = self.pointer(commit, file.path)
@@ -106,13 +109,13 @@ class HubCacheRepo:
         self.locks.mkdir(parents=True, exist_ok=True)
         with FileLock(self.locks / f"{file.etag}.lock"):
             if not blob.is_file():
-                self._download(file, url, headers, blob, arrival)
+                self._download(file, url, headers, blob, arrival, stop)
         self._link(pointer, blob)
         return pointer
 
     @staticmethod
     def _download(file: RemoteFile, url: str, headers: dict[str, str], blob: Path,
-                  arrival: Arrival | None = None) -> None:
+                  arrival: Arrival | None = None, stop: threading.Event | None = None) -> None:
         """Stream ``url`` into ``blob`` through ``<blob>.incomplete`` (the name the HF
         cache uses for a transfer in progress; the lock makes it ours), hashing as it
         goes; only a file that matches the listing is moved into place."""
@@ -126,7 +129,11 @@ class HubCacheRepo:
                 hf_raise_for_status(response)
                 if arrival is not None:
                     arrival.started(partial)
-                for chunk in response.iter_bytes(CHUNK):
+                # Pieces as they come off the connection (at most 64 kB), so that a stop
+                # is seen within one of them, however slow the link.
+                for chunk in response.iter_bytes():
+                    if stop is not None and stop.is_set():
+                        raise TransferStopped(file.path)
                     digest.update(chunk)
                     out.write(chunk)
                     received += len(chunk)
