@@ -28,6 +28,8 @@ from typing import Any
 
 from ..arrival import Arrival
 
+LANDING = 1 << 20
+
 
 class TransferMismatch(Exception):
     """A file arrived whole but not as the listing describes it (size or digest)."""
@@ -122,24 +124,36 @@ class HubCacheRepo:
         from huggingface_hub import get_session, hf_raise_for_status
 
         partial = blob.with_name(blob.name + ".incomplete")
-        digest, received = file.digest(), 0
+        digest, received, pending = file.digest(), 0, bytearray()
         try:
             with get_session().stream("GET", url, headers=headers, follow_redirects=True) as response, \
                     partial.open("wb") as out:
                 hf_raise_for_status(response)
                 if arrival is not None:
                     arrival.started(partial)
-                # Pieces as they come off the connection (at most 64 kB), so that a stop
-                # is seen within one of them, however slow the link.
-                for chunk in response.iter_bytes():
-                    if stop is not None and stop.is_set():
-                        raise TransferStopped(file.path)
-                    digest.update(chunk)
-                    out.write(chunk)
-                    received += len(chunk)
+
+                def land() -> None:
+                    nonlocal received
+                    digest.update(pending)
+                    out.write(pending)
+                    received += len(pending)
+                    pending.clear()
                     if arrival is not None:
                         out.flush()  # the reader sees exactly what it is told
                         arrival.received(received)
+
+                # Pieces as they come off the connection (at most 64 kB), so that a stop
+                # is seen within one of them however slow the link; landed a MiB at a
+                # time (per piece, the hashing, writes and the reader's wake-ups cost a
+                # cold run 10%).
+                for piece in response.iter_bytes():
+                    if stop is not None and stop.is_set():
+                        raise TransferStopped(file.path)
+                    pending += piece
+                    if len(pending) >= LANDING:
+                        land()
+                if pending:
+                    land()
             name = file.path.rsplit("/", 1)[-1]
             if received != file.size:
                 raise TransferMismatch(f"{name}: received {received} bytes, the listing says {file.size}")
