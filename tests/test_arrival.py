@@ -156,3 +156,36 @@ def test_the_downloads_core_goes_back_to_deflate_when_the_last_file_is_here(tmp_
     cancel.set()  # the run stops: the waiting thread ends without lifting
     threading.Event().wait(0.3)
     assert not abandoned.lifted
+
+
+def test_a_variant_folder_never_shows_a_half_placed_link(tmp_path: Path) -> None:
+    """The converter lists a variant folder while its binaries are still being linked in
+    (a file the HF cache already holds, from another version, is linked at once): it must
+    only ever see finished links, never a temporary name (which it would pack, or refuse
+    as a broken link). Placed 300 times while another thread lists the folder."""
+    from kernel_wheels.sources.hub_files import HubCacheRepo
+
+    repo = HubCacheRepo(tmp_path / "models--org--name", tmp_path / ".locks" / "models--org--name")
+    repo.locks.mkdir(parents=True)
+    blob = repo.folder / "blobs" / "0123abcd"
+    blob.parent.mkdir(parents=True)
+    blob.write_bytes(b"\x7fELF" + bytes(100))
+    variant = repo.pointer("c" * 40, "build/v")
+    seen: set[str] = set()
+    done = threading.Event()
+
+    def list_until_done() -> None:
+        while not done.is_set():
+            if variant.is_dir():
+                seen.update(os.listdir(variant))
+
+    lister = threading.Thread(target=list_until_done, daemon=True)
+    lister.start()
+    try:
+        for number in range(300):
+            repo._link(variant / f"_ext_{number}.abi3.so", blob)
+    finally:
+        done.set()
+        lister.join(10)
+    assert seen and seen <= {f"_ext_{number}.abi3.so" for number in range(300)}
+    assert all((variant / name).read_bytes() == blob.read_bytes() for name in seen)

@@ -19,6 +19,7 @@ corrupted transfer never becomes a cached blob that later runs would trust.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import threading
@@ -164,12 +165,22 @@ class HubCacheRepo:
         finally:
             partial.unlink(missing_ok=True)
 
-    @staticmethod
-    def _link(pointer: Path, blob: Path) -> None:
-        """A relative link, as huggingface_hub makes it (the cache folder may move);
-        placed with a rename, so a reader never sees half a link."""
+    def _link(self, pointer: Path, blob: Path) -> None:
+        """A relative link, as huggingface_hub makes it (the cache folder may move),
+        made in the lock folder and renamed into place: a reader never sees half a link,
+        and a converter listing the variant folder while its other files still arrive
+        never sees a temporary name."""
         pointer.parent.mkdir(parents=True, exist_ok=True)
-        temp = pointer.with_name(f".{pointer.name}.{os.getpid()}.{threading.get_ident()}.link")
-        temp.unlink(missing_ok=True)
-        temp.symlink_to(os.path.relpath(blob, pointer.parent))
-        os.replace(temp, pointer)
+        target = os.path.relpath(blob, pointer.parent)
+        name = f".{pointer.name}.{os.getpid()}.{threading.get_ident()}.link"
+        for folder in (self.locks, pointer.parent):  # the second if the first is another disk
+            temp = folder / name
+            temp.unlink(missing_ok=True)
+            temp.symlink_to(target)
+            try:
+                os.replace(temp, pointer)
+                return
+            except OSError as exc:
+                temp.unlink(missing_ok=True)
+                if exc.errno != errno.EXDEV or folder != self.locks:
+                    raise
