@@ -151,7 +151,7 @@ def read_layout(variant_dir: Path, module: str, link_root: Path,
         if arcname is None:
             left_out.append(relpath)
             continue
-        if relpath in arriving:  # large (a pointer is at most 1 kB): no pointer to look for
+        if relpath in arriving:  # not here yet; the Hub serves content, never an LFS pointer
             files.append(PackedFile(path, relpath, arcname, arriving[relpath]))
             continue
         if is_lfs_pointer(path):

@@ -127,7 +127,7 @@ def write_wheel(path: Path, members: Iterable[Member], dist_info: str, epoch: in
         zf = ZipWriter(stream, zip_timestamp(epoch))
         for member in ordered:
             digest = hashlib.sha256()
-            size = member.size if member.source is not None else 0
+            size = member.size
             # A large file is read a deflate block at a time: each read is handed to the
             # compressor's threads as it is, with no copy into a block of its own.
             read_size = compression.BLOCK if size > compression.BLOCK else _CHUNK

@@ -446,9 +446,10 @@ class HubSource:
         _check_space(cache.folder, sum(f.size for f in missing), what)
         # Read by the converter as they arrive: every file but the ones it reads before
         # writing (metadata.json, Python sources), which are downloaded first.
+        first = [f for f in missing if f.path.endswith(_READ_FIRST)]
         later = [f for f in missing if not f.path.endswith(_READ_FIRST)]
         done = self._downloaded_once(name, missing, len(later))
-        for file in [f for f in missing if f not in later]:
+        for file in first:
             self._call(what, partial(cache.fetch, file, commit, self._url(file, commit), _headers()))
         done()
         prefix = f"build/{name}/"
@@ -472,12 +473,13 @@ class HubSource:
     def _downloaded_once(self, name: str, missing: list[RemoteFile], parts: int) -> Callable[[], None]:
         """A callable that says "downloaded build/<name>: ..." when called for the last
         time: once for the files read first, then once per other file (``parts``)."""
-        left, lock, started = [parts + 1], threading.Lock(), time.monotonic()
+        left, lock, started = parts + 1, threading.Lock(), time.monotonic()
 
         def one_done() -> None:
+            nonlocal left
             with lock:
-                left[0] -= 1
-                if left[0] or not missing:
+                left -= 1
+                if left or not missing:
                     return
             size = sum(f.size for f in missing)
             self.progress(f"downloaded build/{name}: {len(missing)} files, {size / 1e6:.1f} MB "
