@@ -49,7 +49,9 @@ def progress(line: str) -> None:
 def compressor() -> str:
     """What kernel-wheels deflates with ("zlib-ng:6"), as it declares it; zlib:6 if it
     declares nothing (zipfile's default deflate, level 6)."""
-    for module in ("kernel_wheels.wheelwriter", "kernel_wheels.compression"):
+    # Newest layout first: the benchmark may time an older checkout of kernel-wheels.
+    for module in ("kernel_wheels.wheel.compression", "kernel_wheels.wheelwriter",
+                   "kernel_wheels.compression"):
         try:
             value = getattr(importlib.import_module(module), "COMPRESSOR", None)
         except Exception:  # the module may be missing or mid-edit: fall through

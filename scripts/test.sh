@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: venvs (torch 2.13.0 CPU, torch 2.14.1 CUDA 13),
-# the tools the tests drive (faketime, zip, unzip; zig via PyPI), ruff, mypy, then pytest.
+# the tools the tests drive (faketime, zip, unzip; zig via PyPI), ruff, mypy, lint-imports,
+# then pytest.
 # Extra arguments go to pytest, e.g. scripts/test.sh -k to_wheel
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,8 @@ echo "test.sh: ruff" >&2
 ruff check src tests scripts benchmarks
 echo "test.sh: mypy" >&2
 mypy
+echo "test.sh: lint-imports (the wings' import direction, docs/architecture.md)" >&2
+lint-imports --no-cache
 echo "test.sh: pytest" >&2
 status=0
 python -m pytest "$@" || status=$?

@@ -140,7 +140,7 @@ def matrix_folder(tmp_path_factory: pytest.TempPathFactory, cpu_build: Path,
     """A folder `img2gray/build/<variant>/` for every contract row. Each package is
     importable without torch (`VARIANT = name`) and carries a real binary for its
     platform: the sample's CPU .so on Linux x86-64, zig's builds elsewhere."""
-    from kernel_wheels.digest import digest_folder
+    from kernel_wheels.kernel.digest import digest_folder
 
     root = tmp_path_factory.mktemp("matrix") / "img2gray"
     real_so = next(cpu_build.glob("*.abi3.so"))

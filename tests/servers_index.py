@@ -231,10 +231,10 @@ def make_noarch_wheels(out: Path, projects: int, versions: int, start: int = 0,
                        name: str = "kernel") -> list[Path]:
     """Small valid ``torch-universal`` wheels ``<name>-NNNNN`` x versions 1.0.V, written
     with kernel-wheels' own writer (each passes ``kernel-wheels check``)."""
-    from kernel_wheels.plan import TagOptions, plan_wheel
-    from kernel_wheels.variants import parse_variant
-    from kernel_wheels.wheelmeta import DescribedKernel, metadata_text, wheel_text
-    from kernel_wheels.wheelwriter import Member, write_wheel
+    from kernel_wheels.kernel.variants import parse_variant
+    from kernel_wheels.wheel.metadata import DescribedKernel, metadata_text, wheel_text
+    from kernel_wheels.wheel.plan import TagOptions, plan_wheel
+    from kernel_wheels.wheel.writer import Member, write_wheel
 
     out.mkdir(parents=True, exist_ok=True)
     variant = parse_variant("torch-universal")

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kernel_wheels.arrival import Arrival, ArrivalCancelled, ArrivalRestarted
-from kernel_wheels.compression import DeflateSlots
-from kernel_wheels.convert import _lift_when_arrived
+from kernel_wheels.convert.pipeline import _lift_when_arrived
+from kernel_wheels.kernel.arrival import Arrival, ArrivalCancelled, ArrivalRestarted
+from kernel_wheels.wheel.compression import DeflateSlots
 
 CONTENT = bytes(range(256)) * 4096  # 1 MiB
 PIECE = 64 << 10

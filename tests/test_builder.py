@@ -26,7 +26,7 @@ from helpers import SAMPLE, run_cli
 from kernel_wheels.building.cuda_archs import gencode_flags, loose_intersection, plan_archs
 from kernel_wheels.building.extension_check import dynamic_symbols
 from kernel_wheels.building.symbol_versions import over_limit
-from kernel_wheels.digest import digest_folder
+from kernel_wheels.kernel.digest import digest_folder
 
 KERNELS = Path(__file__).parent / "kernels"
 CPU_STABLE = "torch-stable-abi211-cpu-x86_64-linux"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from zlib_ng import zlib_ng
 
-from kernel_wheels import compression
+from kernel_wheels.wheel import compression
 
 BLOCK = compression.BLOCK
 

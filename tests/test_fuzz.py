@@ -24,11 +24,11 @@ from helpers import run_cli
 from kernel_wheels import data
 from kernel_wheels.checks import CheckReport, check_wheel
 from kernel_wheels.errors import KernelWheelsError
-from kernel_wheels.kernel_metadata import python_requirements, read_kernel_metadata
-from kernel_wheels.plan import TagOptions, plan_wheel
-from kernel_wheels.revision import Revision
-from kernel_wheels.variants import Variant, parse_variant
-from kernel_wheels.versions import RequestKind, parse_request, pick_tag, wheel_version
+from kernel_wheels.kernel.metadata import python_requirements, read_kernel_metadata
+from kernel_wheels.kernel.revision import Revision
+from kernel_wheels.kernel.variants import Variant, parse_variant
+from kernel_wheels.kernel.versions import RequestKind, parse_request, pick_tag, wheel_version
+from kernel_wheels.wheel.plan import TagOptions, plan_wheel
 
 FUZZ = settings(max_examples=300, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow])

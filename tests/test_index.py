@@ -25,8 +25,8 @@ from kernel_wheels.distribution.targets import (
     parse_target_key,
     select_for_target,
 )
-from kernel_wheels.plan import TagOptions, plan_wheel
-from kernel_wheels.variants import parse_variant
+from kernel_wheels.kernel.variants import parse_variant
+from kernel_wheels.wheel.plan import TagOptions, plan_wheel
 from servers_index import (
     anchors,
     corrupt_copy,
@@ -200,7 +200,7 @@ def multi_wheels(tmp_path_factory: pytest.TempPathFactory, cpu_build: Path,
                  foreign_binaries: dict[str, Path]) -> Path:
     """Wheels of img2gray 1.1.2 for CPU and CUDA builds of several torch versions, made
     by `to-wheel` from variant folders that reuse real binaries."""
-    from kernel_wheels.digest import digest_folder
+    from kernel_wheels.kernel.digest import digest_folder
 
     root = tmp_path_factory.mktemp("multi") / "img2gray"
     real_so = next(cpu_build.glob("*.abi3.so"))

@@ -19,7 +19,7 @@ import pytest
 
 from faults import one_error_line, tally
 from helpers import read_member, run_cli
-from kernel_wheels.digest import digest_folder
+from kernel_wheels.kernel.digest import digest_folder
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
 CUDA = "torch214-cxx11-cu130-x86_64-linux"
@@ -146,12 +146,12 @@ def test_two_variants_giving_one_wheel_name_are_refused_before_writing(cpu_build
     test_fuzz.py::test_variant_names_give_distinct_wheel_names and docs/reliability.md),
     so this guard cannot be reached from a folder; it is exercised here through the
     converter's own planning step with two variants that claim the same fields."""
-    from kernel_wheels.convert import ConvertOptions, _Conversion
+    from kernel_wheels.convert.pipeline import ConvertOptions, _Conversion
     from kernel_wheels.errors import VariantError
+    from kernel_wheels.kernel.variants import parse_variant
+    from kernel_wheels.kernel.versions import parse_request
     from kernel_wheels.sources import FetchedVariant
     from kernel_wheels.sources.folder import FolderSource
-    from kernel_wheels.variants import parse_variant
-    from kernel_wheels.versions import parse_request
 
     root, variant = kernel(tmp_path, cpu_build)
     twin = root / "build" / f"{CPU}-twin"

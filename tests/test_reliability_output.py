@@ -38,7 +38,7 @@ from faults import (
     visible_wheels,
 )
 from helpers import ROOT, run_cli
-from kernel_wheels.digest import digest_folder
+from kernel_wheels.kernel.digest import digest_folder
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
 CUDA = "torch214-cxx11-cu130-x86_64-linux"

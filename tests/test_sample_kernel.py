@@ -180,8 +180,8 @@ def test_ops_namespace_is_unique_per_source(cpu_build: Path, tmp_path: Path) -> 
     shutil.copytree(SAMPLE, changed)
     (changed / "csrc" / "img2gray_cpu.cpp").write_text(
         (changed / "csrc" / "img2gray_cpu.cpp").read_text() + "\n// changed\n")
-    from kernel_wheels.builder import source_hash
-    from kernel_wheels.buildtoml import read_build_toml
+    from kernel_wheels.building.config import read_build_toml
+    from kernel_wheels.building.pipeline import source_hash
     assert source_hash(read_build_toml(changed)) != namespace[-7:]
     assert source_hash(read_build_toml(SAMPLE)) == namespace[-7:]
 
@@ -228,7 +228,7 @@ def test_metadata_digests_match_files(variant: str, request: pytest.FixtureReque
     """Our digests equal the `kernels` package's own computation, and the files."""
     from kernels._rust import Digest, DigestAlgorithm
 
-    from kernel_wheels.digest import digest_folder
+    from kernel_wheels.kernel.digest import digest_folder
 
     folder: Path = request.getfixturevalue(variant)
     recorded = json.loads((folder / "metadata.json").read_text())["digest"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kernel_wheels.errors import UsageError, VariantError
-from kernel_wheels.plan import TagOptions, plan_wheel
-from kernel_wheels.variants import parse_variant
+from kernel_wheels.kernel.variants import parse_variant
+from kernel_wheels.wheel.plan import TagOptions, plan_wheel
 
 # variant -> (wheel file name for V=1.1.2, torch requirement, purelib): the contract table.
 CONTRACT = {

@@ -29,9 +29,9 @@ def _tiny_kernel() -> Path:
 
 
 def _convert(kernel: Path, out: Path, dist_name: str, version: str) -> list[Path]:
-    from kernel_wheels.convert import ConvertOptions, to_wheels
+    from kernel_wheels.convert.pipeline import ConvertOptions, to_wheels
+    from kernel_wheels.kernel.versions import parse_request
     from kernel_wheels.sources import open_source
-    from kernel_wheels.versions import parse_request
 
     result = to_wheels(open_source(str(kernel)), parse_request(version),
                        ConvertOptions(output_dir=out, dist_name=dist_name, check=False),

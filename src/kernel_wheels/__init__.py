@@ -5,10 +5,12 @@ __version__ = "0.1.0"
 # that `kernel-wheels build` on a machine with torch needs none of the checkers' libraries.
 _API = {
     "CheckReport": "checks", "check_wheel": "checks",
-    "ConversionResult": "convert", "ConvertOptions": "convert", "WheelResult": "convert",
-    "to_wheels": "convert", "TagOptions": "plan", "VariantFilter": "selection",
-    "KernelSource": "sources", "open_source": "sources", "Variant": "variants",
-    "parse_variant": "variants", "VersionRequest": "versions", "parse_request": "versions",
+    "ConversionResult": "convert.pipeline", "ConvertOptions": "convert.pipeline",
+    "WheelResult": "convert.pipeline", "to_wheels": "convert.pipeline",
+    "TagOptions": "wheel.plan", "VariantFilter": "kernel.selection",
+    "KernelSource": "sources", "open_source": "sources", "Variant": "kernel.variants",
+    "parse_variant": "kernel.variants", "VersionRequest": "kernel.versions",
+    "parse_request": "kernel.versions",
 }
 __all__ = sorted(_API)
 

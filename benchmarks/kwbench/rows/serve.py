@@ -25,8 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
-from kernel_wheels.plan import TagOptions, plan_wheel
-from kernel_wheels.variants import parse_variant
+from kernel_wheels.kernel.variants import parse_variant
+from kernel_wheels.wheel.plan import TagOptions, plan_wheel
 
 from ..bench import OUT, Bench, command_exists, fresh, wheels_in
 from ..config import KERNEL_NAME, KERNEL_WHEELS, RELEASE, WORK

@@ -1,5 +1,6 @@
-"""The pieces of ``kernel-wheels build`` (the pipeline itself is :mod:`kernel_wheels.builder`):
+"""kernel-builder source trees -> Hub-layout variants (``kernel-wheels build``).
 
+- :mod:`.pipeline` is the build itself, read top to bottom (:func:`~.pipeline.build`);
 - :mod:`.config` reads ``build.toml`` (every key checked against ``data/build_toml.json``);
 - :mod:`.source_checks` checks the package layout and Python op registrations;
 - :mod:`.toolchain` finds torch, the C++ compiler and the CUDA toolkit;

@@ -18,8 +18,8 @@ from typing import Any
 
 from .. import data
 from ..cache import cache_dir
-from ..digest import file_sha256
 from ..errors import BuildError
+from ..kernel.digest import file_sha256
 
 
 @dataclass(frozen=True)

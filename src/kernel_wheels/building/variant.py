@@ -16,8 +16,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..digest import digest_folder
 from ..errors import BuildError
+from ..kernel.digest import digest_folder
 from .config import BuildConfig
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename
 
-from ..wheelwriter import Member, WrittenWheel
+from ..wheel.writer import Member, WrittenWheel
 from .abi3 import check_abi3, check_abi3_with_abi3audit
 from .contents import check_metadata_and_wheel, parse_filename
 from .digests import check_digests

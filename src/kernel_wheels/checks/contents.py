@@ -9,7 +9,7 @@ from packaging.tags import Tag, parse_tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from ..errors import MetadataError
-from ..wheelmeta import validate_metadata
+from ..wheel.metadata import validate_metadata
 from .facts import WheelFacts, is_binary_name
 from .report import Finding, Status
 

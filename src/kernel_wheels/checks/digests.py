@@ -6,9 +6,9 @@ import base64
 import hashlib
 from typing import Any
 
-from ..digest import NOT_DIGESTED, is_digested
-from ..guard import remove_guard_line
-from ..layout import wheel_arcname
+from ..kernel.digest import NOT_DIGESTED, is_digested
+from ..kernel.layout import wheel_arcname
+from ..wheel.guard import remove_guard_line
 from .facts import WheelFacts
 from .report import Finding, Status
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..wheelmeta import PROVENANCE_FILE
-from ..wheelwriter import Member, WrittenWheel
+from ..wheel.metadata import PROVENANCE_FILE
+from ..wheel.writer import Member, WrittenWheel
 from .report import Finding, Status
 
 BINARY_SUFFIXES = (".so", ".dylib", ".dll", ".pyd")

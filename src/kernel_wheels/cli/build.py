@@ -41,7 +41,7 @@ def register(commands: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..builder import BuildOptions, build
+    from ..building.pipeline import BuildOptions, build
     from ..errors import BuildError, UsageError
 
     if args.jobs < 0:

@@ -37,7 +37,7 @@ def add_filters(parser: argparse.ArgumentParser) -> None:
 
 
 def filters(args: argparse.Namespace) -> Any:
-    from ..selection import VariantFilter
+    from ..kernel.selection import VariantFilter
 
     return VariantFilter(tuple(args.variant), tuple(args.torch), tuple(args.backend),
                          tuple(args.arch), tuple(args.os))

@@ -70,10 +70,10 @@ def register(commands: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..convert import ConvertOptions, to_wheels
-    from ..plan import TagOptions
+    from ..convert.pipeline import ConvertOptions, to_wheels
+    from ..kernel.versions import RequestKind, parse_request
     from ..sources import open_source
-    from ..versions import RequestKind, parse_request
+    from ..wheel.plan import TagOptions
 
     # Every option is validated before any work; to_wheels checks the output folder before
     # any network work (opening a source makes no request).

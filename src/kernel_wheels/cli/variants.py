@@ -32,9 +32,9 @@ def register(commands: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..selection import parse_folders
+    from ..kernel.selection import parse_folders
+    from ..kernel.versions import parse_request
     from ..sources import open_source
-    from ..versions import parse_request
 
     request = parse_request(args.version, args.revision) \
         if args.version is not None or args.revision is not None else None

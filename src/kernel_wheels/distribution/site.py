@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..digest import file_sha256
 from ..errors import CheckFailedError, IndexConflictError
+from ..kernel.digest import file_sha256
 from .atomic import SiteLock, Staging
 from .sitepages import (
     FILES,

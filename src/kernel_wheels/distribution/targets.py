@@ -38,7 +38,7 @@ from packaging.version import Version
 
 from .. import data
 from ..errors import UsageError, VariantError
-from ..variants import Variant, parse_variant
+from ..kernel.variants import Variant, parse_variant
 
 
 @dataclass(frozen=True)

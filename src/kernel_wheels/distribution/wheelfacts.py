@@ -19,8 +19,8 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from ..digest import file_sha256
 from ..errors import IndexConflictError, UsageError
+from ..kernel.digest import file_sha256
 
 _CHUNK = 1 << 20
 _IN_MEMORY = 16 << 20  # smaller wheels are read once into memory

@@ -32,12 +32,12 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import __version__
+from ..convert.output import OutputFolder
 from ..distribution import simple
 from ..distribution.targets import Target, parse_target_key
 from ..distribution.wheelfacts import WheelFacts
 from ..errors import ListingUnavailableError, UsageError, WheelUnavailableError
 from ..network import NetworkSettings
-from ..output import OutputFolder
 from .auth import BasicAuth, Users
 from .cache import WheelCache
 from .catalog import Catalog, HubListing, KernelListing, ServedWheel, all_wheels

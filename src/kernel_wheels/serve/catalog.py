@@ -3,7 +3,7 @@ and the wheel file name each variant gives, from the Hub's listing alone.
 
 A release is a ``vX.Y.Z`` tag. Its variants are the folders under ``build/`` at the
 tag's commit (``list_repo_tree``), and each one's wheel file name is
-:func:`kernel_wheels.plan.plan_wheel` with the default tag options: index pages need no
+:func:`kernel_wheels.wheel.plan.plan_wheel` with the default tag options: index pages need no
 download and no conversion.
 
 Hub answers are kept for ``ttl`` seconds. A commit's variants never change, so they
@@ -36,10 +36,10 @@ from ..errors import (
     SourceError,
     VariantError,
 )
-from ..plan import TagOptions, plan_wheel
-from ..revision import Revision
-from ..variants import parse_variant
-from ..versions import tag_version
+from ..kernel.revision import Revision
+from ..kernel.variants import parse_variant
+from ..kernel.versions import tag_version
+from ..wheel.plan import TagOptions, plan_wheel
 from .logs import EventLog
 from .settings import Kernel
 

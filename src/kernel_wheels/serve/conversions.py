@@ -1,7 +1,7 @@
 """A listed wheel on its first request: convert its one variant, check it, cache it.
 
 The conversion is ``to-wheel REPO X.Y.Z --variant V --dist-name PROJECT`` with default
-options (:func:`kernel_wheels.convert.to_wheels`, checks included), so a wheel's bytes
+options (:func:`kernel_wheels.convert.pipeline.to_wheels`, checks included), so a wheel's bytes
 are the same on every replica and equal to what ``to-wheel`` gives a user (the
 distribution name is the repository's, which is also the kernel's name unless its
 metadata.json says otherwise). The first request for a wheel converts it while holding
@@ -26,13 +26,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from ..convert import ConvertOptions, to_wheels
+from ..convert.output import OutputFolder
+from ..convert.pipeline import ConvertOptions, to_wheels
 from ..distribution.wheelfacts import read_facts
 from ..errors import KernelWheelsError, SourceError, WheelUnavailableError
-from ..output import OutputFolder
-from ..selection import VariantFilter
+from ..kernel.selection import VariantFilter
+from ..kernel.versions import RequestKind, VersionRequest
 from ..sources import KernelSource
-from ..versions import RequestKind, VersionRequest
 from .cache import CachedWheel, WheelCache
 from .catalog import Catalog, ServedWheel
 from .logs import EventLog

@@ -1,5 +1,5 @@
 """Where kernels come from. Each source resolves a version request to a pinned
-:class:`~kernel_wheels.revision.Revision`, lists the variant folders under ``build/``
+:class:`~kernel_wheels.kernel.revision.Revision`, lists the variant folders under ``build/``
 and makes the selected ones available as local folders. The converter only sees
 this protocol, so a new kind of source never touches it."""
 
@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from ..arrival import Arrival
 from ..errors import UsageError
+from ..kernel.arrival import Arrival
+from ..kernel.revision import Revision
+from ..kernel.versions import VersionRequest
 from ..network import NetworkSettings
-from ..revision import Revision
-from ..versions import VersionRequest
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import SourceError, UsageError
-from ..revision import Revision
-from ..variants import try_parse_variant
-from ..versions import RequestKind, VersionRequest
+from ..kernel.revision import Revision
+from ..kernel.variants import try_parse_variant
+from ..kernel.versions import RequestKind, VersionRequest
 from . import FetchedVariant
 
 

@@ -16,9 +16,9 @@ from typing import IO
 
 from ..cache import cache_dir
 from ..errors import NetworkError, RepoNotFoundError, RevisionNotFoundError, SourceError
+from ..kernel.revision import Revision
+from ..kernel.versions import VersionRequest, describe_versions, ref_for_request, releases_around
 from ..network import NetworkSettings
-from ..revision import Revision
-from ..versions import VersionRequest, describe_versions, ref_for_request, releases_around
 from . import FetchedVariant
 from .urls import canonical_git_url, redact
 

@@ -20,7 +20,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..arrival import Arrival
 from ..cache import read_commit_time, write_commit_time
 from ..errors import (
     AuthenticationError,
@@ -29,19 +28,20 @@ from ..errors import (
     RevisionNotFoundError,
     SourceError,
 )
-from ..network import (
-    MAX_RETRY_AFTER,
-    NetworkSettings,
-    configure_hub_client,
-    retry_after_seconds,
-)
-from ..revision import Revision
-from ..versions import (
+from ..kernel.arrival import Arrival
+from ..kernel.revision import Revision
+from ..kernel.versions import (
     VersionRequest,
     describe_versions,
     ref_for_request,
     releases_around,
     tag_version,
+)
+from ..network import (
+    MAX_RETRY_AFTER,
+    NetworkSettings,
+    configure_hub_client,
+    retry_after_seconds,
 )
 from . import FetchedVariant
 from .hub_files import HubCacheRepo, RemoteFile, TransferMismatch
@@ -60,7 +60,7 @@ def _is_network_error(exc: BaseException) -> bool:
 # A variant's listing and the files the converter reads before writing (metadata.json,
 # Python sources) are fetched a few variants at a time; the rest (the binaries) two at a
 # time, in the order the variants were handed on, and read by the converter as they land
-# (``..arrival``). Measured cold, 4 x 48 MB through olah, when each variant was converted
+# (``kernel.arrival``). Measured cold, 4 x 48 MB through olah, when each variant was converted
 # only once complete (medians of 6): large files 1 or 2 at a time 5.04 s, 3 at a time
 # 5.40 s, 4 at a time 6.06 s; two, not one, so that a real Hub's CDN gets parallel streams.
 # Read as they land, the same run takes as long as a plain download of its files (4.31
@@ -394,7 +394,7 @@ class HubSource:
               workdir: Path) -> Iterator[tuple[str, FetchedVariant]]:
         """Each variant's files, listed at the pinned commit and downloaded into the HF
         cache (:mod:`.hub_files`). A variant is handed on as soon as the files read before
-        writing are here, its binaries still arriving (:mod:`..arrival`: the converter
+        writing are here, its binaries still arriving (:mod:`kernel_wheels.kernel.arrival`: the converter
         reads them as they land); the generator ends when every download is over, raising
         the first that failed."""
         commit = revision.commit

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..arrival import Arrival
+from ..kernel.arrival import Arrival
 
 LANDING = 1 << 20
 

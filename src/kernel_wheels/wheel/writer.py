@@ -25,10 +25,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import OutputExistsError
+from ..kernel.arrival import Arrival, ArrivalCancelled
+from ..kernel.digest import file_sha256
 from . import compression
-from .arrival import Arrival, ArrivalCancelled
-from .digest import file_sha256
-from .errors import OutputExistsError
 from .zipwriter import ZipWriter
 
 ZIP_EPOCH_MIN = 315532800  # 1980-01-01: the earliest time a zip entry can hold

@@ -10,9 +10,9 @@ from packaging.tags import Tag
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from . import data
-from .errors import UsageError
-from .variants import Variant
+from .. import data
+from ..errors import UsageError
+from ..kernel.variants import Variant
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from . import data
-from .errors import VariantError
+from .. import data
+from ..errors import VariantError
 
 _FRAMEWORK = (
     r"(?:torch(?P<torch>\d\d+)(?:-(?P<cxx>cxx11|cxx98))?"

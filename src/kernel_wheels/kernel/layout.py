@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import LfsPointerError, VariantError
 from .arrival import Arrival
-from .errors import LfsPointerError, VariantError
 
 LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/v1"
 _MAX_POINTER_SIZE = 1024

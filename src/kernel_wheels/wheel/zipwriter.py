@@ -3,7 +3,7 @@ streaming pass per member.
 
 Why not ``zipfile``: a wheel member must be read once and, in that one pass, hashed
 (sha256 for RECORD), checksummed (CRC-32 for the zip) and deflated with the compressor
-kernel-wheels chose (``compression.py``), which ``zipfile`` cannot be given. Everything
+kernel-wheels chose (``wheel/compression.py``), which ``zipfile`` cannot be given. Everything
 that could vary between machines is fixed here: member order is the caller's, every
 timestamp is the one given, permissions come from the caller, no extra fields except
 zip64 sizes where a member needs them, no archive comment.

@@ -23,9 +23,9 @@ import base64
 import hashlib
 from typing import Any
 
+from ..kernel.variants import Variant
 from .plan import WheelPlan
-from .variants import Variant
-from .wheelwriter import Member
+from .writer import Member
 
 GUARD_MODULE = "_kernel_wheels_guard"
 GUARD_LINE = (f"from . import {GUARD_MODULE}  # noqa: F401 -- added by kernel-wheels: fails "

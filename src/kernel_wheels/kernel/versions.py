@@ -24,7 +24,7 @@ from enum import Enum
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from .errors import RevisionNotFoundError, UsageError
+from ..errors import RevisionNotFoundError, UsageError
 from .revision import Revision
 
 _TAG = re.compile(r"v(\d+(?:\.\d+)*)")

@@ -20,24 +20,24 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
-from . import compression
-from .arrival import Arrival, ArrivalCancelled
+from ..errors import MetadataError, OutputExistsError, UsageError, VariantError
+from ..kernel.arrival import Arrival, ArrivalCancelled
+from ..kernel.digest import file_sha256
+from ..kernel.layout import read_layout
+from ..kernel.metadata import KernelMetadata, read_kernel_metadata
+from ..kernel.revision import Revision
+from ..kernel.selection import VariantFilter, select_variants
+from ..kernel.variants import Variant
+from ..kernel.versions import RequestKind, VersionRequest, wheel_version
+from ..sources import FetchedVariant, KernelSource
+from ..wheel import compression
+from ..wheel.plan import TagOptions, check_distribution_name
 from .assemble import WheelJob, describe, provenance
-from .digest import file_sha256
-from .errors import MetadataError, OutputExistsError, UsageError, VariantError
-from .kernel_metadata import KernelMetadata, read_kernel_metadata
-from .layout import read_layout
 from .output import OutputFolder
-from .plan import TagOptions, check_distribution_name
 from .produce import ProducedWheel, produce_wheel
-from .revision import Revision
-from .selection import VariantFilter, select_variants
-from .sources import FetchedVariant, KernelSource
-from .variants import Variant
-from .versions import RequestKind, VersionRequest, wheel_version
 
 if TYPE_CHECKING:
-    from .checks import CheckReport
+    from ..checks import CheckReport
 
 Progress = Callable[[str], None]
 

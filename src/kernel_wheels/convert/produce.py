@@ -1,4 +1,4 @@
-"""Producing one wheel from a :class:`~kernel_wheels.assemble.WheelJob`: tag it honestly
+"""Producing one wheel from a :class:`~kernel_wheels.convert.assemble.WheelJob`: tag it honestly
 (``--manylinux-version auto``), write it into the staging folder, check it from what the
 writer computed, and report. Runs in a worker thread (or inline for a single variant);
 everything it needs arrives in the job.
@@ -12,16 +12,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .arrival import ArrivalCancelled, ArrivalRestarted
+from ..errors import CheckFailedError, OutputError
+from ..kernel.arrival import ArrivalCancelled, ArrivalRestarted
+from ..kernel.variants import Variant
+from ..wheel.compression import DeflateSlots
+from ..wheel.plan import WheelPlan
+from ..wheel.writer import write_wheel
 from .assemble import WheelJob, job_members
-from .compression import DeflateSlots
-from .errors import CheckFailedError, OutputError
-from .plan import WheelPlan
-from .variants import Variant
-from .wheelwriter import write_wheel
 
 if TYPE_CHECKING:
-    from .checks import CheckReport
+    from ..checks import CheckReport
 
 _OUTPUT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
 
@@ -37,9 +37,9 @@ class ProducedWheel:
 
 def _honest_plan(job: WheelJob) -> WheelPlan:
     """The plan tagged with the lowest manylinux policy the binaries meet."""
-    from .checks.elffile import ELF_MAGIC, ElfError, read_elf
-    from .checks.facts import is_binary_name
-    from .checks.manylinux import honest_policy
+    from ..checks.elffile import ELF_MAGIC, ElfError, read_elf
+    from ..checks.facts import is_binary_name
+    from ..checks.manylinux import honest_policy
 
     plan = job.plan()
     if job.variant.os != "linux" or job.variant.cpu_arch is None:
@@ -106,7 +106,7 @@ def _produce(job: WheelJob, plan: WheelPlan, cancel: threading.Event | None,
         # Imported here, not at the top: the checks' imports (the stable-ABI symbol
         # tables, packaging's metadata validation) then load while the first wheel is
         # already being compressed on the other cores, not before it starts.
-        from .checks import check_written_wheel
+        from ..checks import check_written_wheel
 
         report = check_written_wheel(written, members, plan.filename)
     if report is not None and not report.passed:

@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .digest import file_sha256
-from .errors import OutputError, OutputExistsError
+from ..errors import OutputError, OutputExistsError
+from ..kernel.digest import file_sha256
 
 STAGING_PREFIX = ".kernel-wheels-"
 _LOCK = ".lock"

@@ -23,7 +23,7 @@ from concurrent.futures import Executor, Future
 
 from zlib_ng import zlib_ng
 
-from .errors import UsageError
+from ..errors import UsageError
 from .zipwriter import Compressor, CrcFunction
 
 DEFAULT_LEVEL = 6

@@ -11,8 +11,8 @@ from typing import Any
 from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
 from packaging.metadata import InvalidMetadata, Metadata
 
-from . import __version__
-from .errors import MetadataError
+from .. import __version__
+from ..errors import MetadataError
 from .plan import WheelPlan
 
 PROVENANCE_FILE = "kernel_wheels.json"

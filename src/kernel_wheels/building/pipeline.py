@@ -24,16 +24,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .building import depends, object_cache
-from .building.cache_paths import work_root
-from .building.compile_env import BackendEnvironment
-from .building.config import BuildConfig, read_build_toml, version_tuple
-from .building.cuda_archs import plan_archs
-from .building.extension_check import check_extension, imports_of
-from .building.scheduler import compile_units, compiler_id, run_tool
-from .building.source_checks import check_sources
-from .building.symbol_versions import describe, link_within_policy
-from .building.toolchain import (
+from ..errors import BuildError
+from . import depends, object_cache
+from .cache_paths import work_root
+from .compile_env import BackendEnvironment
+from .config import BuildConfig, read_build_toml, version_tuple
+from .cuda_archs import plan_archs
+from .extension_check import check_extension, imports_of
+from .scheduler import compile_units, compiler_id, run_tool
+from .source_checks import check_sources
+from .symbol_versions import describe, link_within_policy
+from .toolchain import (
     CudaToolkit,
     TorchEnv,
     cxx_compiler,
@@ -41,8 +42,7 @@ from .building.toolchain import (
     find_cuda_toolkit,
     math_library_include_dirs,
 )
-from .building.variant import write_variant
-from .errors import BuildError
+from .variant import write_variant
 
 Log = Callable[[str], None]
 Status = Literal["built", "failed", "skipped"]

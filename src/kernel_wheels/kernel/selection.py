@@ -6,8 +6,8 @@ import fnmatch
 import re
 from dataclasses import dataclass
 
-from . import data
-from .errors import SelectionError, UsageError, VariantError
+from .. import data
+from ..errors import SelectionError, UsageError, VariantError
 from .variants import Variant, parse_variant
 
 

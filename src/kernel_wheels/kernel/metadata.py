@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import data
-from .errors import MetadataError
+from .. import data
+from ..errors import MetadataError
 
 
 @dataclass(frozen=True)

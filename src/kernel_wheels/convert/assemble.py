@@ -14,14 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .guard import guard_members
-from .kernel_metadata import KernelMetadata, python_requirements
-from .layout import PackedFile, VariantLayout
-from .plan import TagOptions, WheelPlan, plan_wheel
-from .revision import Revision
-from .variants import Variant
-from .wheelmeta import (
+from .. import __version__
+from ..kernel.layout import PackedFile, VariantLayout
+from ..kernel.metadata import KernelMetadata, python_requirements
+from ..kernel.revision import Revision
+from ..kernel.variants import Variant
+from ..wheel.guard import guard_members
+from ..wheel.metadata import (
     PROVENANCE_FILE,
     DescribedKernel,
     card_body,
@@ -31,7 +30,8 @@ from .wheelmeta import (
     provenance_text,
     wheel_text,
 )
-from .wheelwriter import Member
+from ..wheel.plan import TagOptions, WheelPlan, plan_wheel
+from ..wheel.writer import Member
 
 
 @dataclass(frozen=True)
