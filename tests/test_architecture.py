@@ -18,7 +18,7 @@ from helpers import ROOT
 PACKAGE = ROOT / "src" / "kernel_wheels"
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 WINGS = ("cli", "serve", "convert", "distribution", "checks", "sources", "building", "wheel", "kernel")
-FLOOR = ("errors", "data", "cache", "network")
+FLOOR = ("errors", "data", "cache", "network", "confine")
 
 
 def lint_imports(src: Path, cwd: Path) -> subprocess.CompletedProcess[str]:

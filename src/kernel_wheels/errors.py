@@ -44,6 +44,11 @@ class LfsPointerError(SourceError):
     pass
 
 
+class UnsafeNameError(SourceError):
+    """A name from a remote answer or a source tree (a listing path, a commit id, a ref,
+    a file name) that could lead outside the folder it is meant for: refused, never used."""
+
+
 class VariantError(KernelWheelsError):
     """A variant name or a variant folder is not usable."""
 

@@ -1,0 +1,99 @@
+"""Names from outside, checked before they touch the file system.
+
+Every name that comes from a remote answer (a Hub's tree listing, refs and commit ids;
+an index page; an HTTP client of ``serve``) or from a source tree is untrusted: it
+becomes part of a path only through these functions, which refuse anything that could
+lead outside the folder it is meant for (``..``, an absolute path, an empty or ``.``
+segment, a backslash, a NUL or other control character, a name too long for the file
+system) and, for a path about to be written, prove that the joined path stays inside
+its root. A refusal is an :class:`~kernel_wheels.errors.UnsafeNameError` whose message
+names where the name came from and shows it escaped on one line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path, PurePosixPath
+
+from .errors import UnsafeNameError
+
+#: A Hub commit id: the hex digest of a git commit (sha1; sha256 repositories use 64).
+_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: Most file systems cap a name at 255 bytes and a path at 4096.
+MAX_SEGMENT = 255
+MAX_PATH = 4096
+#: Git's rules for ref names (git check-ref-format), which the HF cache uses as paths.
+_BAD_REF = re.compile(r"\.\.|@\{|[\x00-\x20\x7f~^:?*\[\\]|//|/\.|\.lock(/|$)|^\.|^/|/$|\.$")
+
+
+def shown(name: str, limit: int = 120) -> str:
+    """``name`` on one line, control characters escaped, cut at ``limit`` characters."""
+    escaped = _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", name)
+    return escaped if len(escaped) <= limit else escaped[:limit] + "..."
+
+
+def relative_path(name: object, where: str) -> PurePosixPath:
+    """A relative POSIX path of plain segments (``build/v/_ops.py``), or a refusal naming
+    ``where`` it came from (``"drbh/img2gray: a tree listing entry"``)."""
+    if not isinstance(name, str) or not name:
+        raise UnsafeNameError(f"{where}: {shown(repr(name))} is not a file path")
+    if _CONTROL.search(name) or "\\" in name:
+        raise UnsafeNameError(f"{where}: '{shown(name)}' has a control character or a "
+                              "backslash in it; refusing to use it as a path")
+    if len(name.encode("utf-8", "surrogateescape")) > MAX_PATH:
+        raise UnsafeNameError(f"{where}: '{shown(name)}' is longer than {MAX_PATH} bytes")
+    if name.startswith("/"):
+        raise UnsafeNameError(f"{where}: '{shown(name)}' is an absolute path; refusing to "
+                              "write outside the folder it belongs in")
+    segments = name.split("/")
+    for segment in segments:
+        if segment in ("", ".", ".."):
+            raise UnsafeNameError(f"{where}: '{shown(name)}' leads outside its folder (an "
+                                  f"empty, '.' or '..' part); refusing to use it as a path")
+        if len(segment.encode("utf-8", "surrogateescape")) > MAX_SEGMENT:
+            raise UnsafeNameError(f"{where}: '{shown(name)}' has a part longer than "
+                                  f"{MAX_SEGMENT} bytes")
+    return PurePosixPath(*segments)
+
+
+def file_name(name: object, where: str) -> str:
+    """One path segment (a wheel's file name, a blob name), or a refusal."""
+    path = relative_path(name, where)
+    if len(path.parts) != 1:
+        raise UnsafeNameError(f"{where}: '{shown(str(name))}' is not a plain file name")
+    return str(path)
+
+
+def commit_id(value: object, where: str) -> str:
+    """A commit id as the Hub gives it (40 or 64 lowercase hex digits), or a refusal."""
+    if not isinstance(value, str) or not _COMMIT.fullmatch(value):
+        raise UnsafeNameError(f"{where}: {shown(repr(value))} is not a commit id (40 hex "
+                              "digits)")
+    return value
+
+
+def ref_name(value: object, where: str) -> str:
+    """A git ref name (``v1.1.2``, ``main``, ``release/1.x``) that is also a safe relative
+    path, or a refusal."""
+    if not isinstance(value, str) or not value or _BAD_REF.search(value):
+        raise UnsafeNameError(f"{where}: {shown(repr(value))} is not a valid git ref name")
+    relative_path(value, where)
+    return value
+
+
+def inside(root: Path, relative: str | PurePosixPath, where: str) -> Path:
+    """``root / relative`` after proving that it stays inside ``root``: lexically (no
+    ``..``), and through the links already on disk (no folder on the way is a link that
+    leads out). ``relative`` is checked with :func:`relative_path` first."""
+    parts = relative_path(str(relative), where).parts
+    target = root.joinpath(*parts)
+    real_root = os.path.realpath(root)
+    # The parent as it exists now, links followed: a link planted on the way (a folder
+    # of the cache replaced by a link to /etc) is found before anything is written.
+    real_parent = os.path.realpath(target.parent)
+    if real_parent != real_root and not real_parent.startswith(real_root + os.sep):
+        raise UnsafeNameError(f"{where}: '{shown(str(relative))}' would be written outside "
+                              f"{root} (through a link); refusing")
+    return target
