@@ -44,6 +44,11 @@ class LfsPointerError(SourceError):
     pass
 
 
+class AmbiguousVersionError(SourceError):
+    """Two release tags spell one version (``v1.1.2`` and ``v1.01.2``) on different
+    commits: which one a request means cannot be told, so neither is used."""
+
+
 class UnsafeNameError(SourceError):
     """A name from a remote answer or a source tree (a listing path, a commit id, a ref,
     a file name) that could lead outside the folder it is meant for: refused, never used."""
