@@ -44,6 +44,11 @@ class LfsPointerError(SourceError):
     pass
 
 
+class UnexpectedAnswerError(SourceError):
+    """A Hub (or mirror) answer that is not of the shape a Hub gives: HTML where JSON was
+    asked for, a field of the wrong type, a listing entry outside the folder asked for."""
+
+
 class AmbiguousVersionError(SourceError):
     """Two release tags spell one version (``v1.1.2`` and ``v1.01.2``) on different
     commits: which one a request means cannot be told, so neither is used."""

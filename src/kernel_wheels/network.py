@@ -1,6 +1,13 @@
 """Network settings: every remote call has a connect and a read timeout, and is retried
 with exponential backoff (honouring a server's Retry-After) before it fails with one line.
 
+A peer that trickles (one byte a second never trips a read timeout) is a stall too: a
+transfer averaging less than ``MIN_RATE`` bytes per second over a window of ``--timeout``
+seconds is ended and tried again like a timeout, so one try of a call lasts at most about
+twice the timeout, however slowly the peer sends. And the Hub's credentials (HF_TOKEN) go
+only to the Hub's own origin (``HF_ENDPOINT``'s scheme, host and port): a request that a
+pagination link, a redirect or a file URL sends elsewhere goes without them.
+
 ``KERNEL_WHEELS_TIMEOUT`` (seconds, default 30) bounds the Hub API calls and git
 transfers; file downloads use huggingface_hub's own ``HF_HUB_DOWNLOAD_TIMEOUT`` and
 ``HF_HUB_ETAG_TIMEOUT`` (default 10). ``KERNEL_WHEELS_RETRIES`` (default 3) is how many
@@ -11,8 +18,11 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
+from urllib.parse import urlsplit
 
 from .errors import UsageError
 
@@ -23,6 +33,13 @@ MAX_RETRY_AFTER = 120.0
 #: The longest wait between two tries, and the most tries again a user may ask for.
 MAX_BACKOFF = 60.0
 MAX_RETRIES = 100
+#: Bytes per second below which a transfer is a stall (averaged over a --timeout window;
+#: git's GIT_HTTP_LOW_SPEED_LIMIT, which the git source sets to the same value).
+MIN_RATE = 1000
+
+
+class TransferTooSlow(TimeoutError):
+    """A peer sent less than ``MIN_RATE`` bytes per second for a whole timeout window."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +100,8 @@ def configure_hub_client(settings: NetworkSettings) -> None:
     from huggingface_hub.utils import _http
 
     def factory() -> object:
+        from huggingface_hub import constants
+
         client = _http.default_client_factory()
         client.timeout = type(client.timeout)(settings.timeout)
         bound = client.timeout.as_dict()
@@ -90,7 +109,8 @@ def configure_hub_client(settings: NetworkSettings) -> None:
         def our_timeout(request: Any) -> None:
             request.extensions["timeout"] = bound
 
-        client.event_hooks["request"].append(our_timeout)
+        client.event_hooks["request"] += [our_timeout, credentials_only_for(constants.ENDPOINT)]
+        client.event_hooks["response"].append(rate_guard(settings.timeout))
         return client
 
     _http.set_client_factory(factory)  # type: ignore[arg-type]
@@ -116,3 +136,70 @@ def _one_layer_of_retries() -> None:
     for name in ("_DEFAULT_RETRY_ON_EXCEPTIONS", "_DEFAULT_RETRY_ON_STATUS_CODES"):
         if hasattr(file_download, name):  # the HEAD retried when no cached copy exists
             setattr(file_download, name, ())
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of ``url``, the port made explicit for http and https."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
+
+
+def credentials_only_for(endpoint: str) -> Any:
+    """An httpx request hook that removes the Authorization header (and cookies) from
+    any request whose origin is not ``endpoint``'s: a token given for the Hub never
+    reaches a host that a page, a redirect or a listing's next-page link names."""
+    allowed = origin(endpoint)
+
+    def strip_elsewhere(request: Any) -> None:
+        if origin(str(request.url)) != allowed:
+            for header in ("authorization", "cookie", "proxy-authorization"):
+                if header in request.headers:
+                    del request.headers[header]
+
+    return strip_elsewhere
+
+
+def rate_guard(window: float, min_rate: int = MIN_RATE) -> Any:
+    """An httpx response hook that ends a body arriving slower than ``min_rate`` bytes per
+    second over ``window`` seconds with :class:`TransferTooSlow` (like a read timeout)."""
+
+    def guard(response: Any) -> None:
+        response.stream = _guarded_stream_class()(response.stream, window, min_rate,
+                                                  str(response.request.url))
+
+    return guard
+
+
+@cache
+def _guarded_stream_class() -> Any:
+    """Made on first use: the HTTP stack is imported only by runs that use the network."""
+    import httpx2
+
+    class RateGuardedStream(httpx2.SyncByteStream):
+        def __init__(self, inner: httpx2.SyncByteStream, window: float, min_rate: int,
+                     url: str) -> None:
+            self.inner, self.window, self.min_bytes = inner, window, window * min_rate
+            self.host = urlsplit(url).hostname or "the server"
+
+        def __iter__(self) -> Any:
+            started, received = time.monotonic(), 0
+            for chunk in self.inner:
+                received += len(chunk)
+                now = time.monotonic()
+                if now - started >= self.window:
+                    if received < self.min_bytes:
+                        raise TransferTooSlow(
+                            f"{self.host} sent {received} bytes in {now - started:.1f} s, slower "
+                            f"than {MIN_RATE} bytes/s")
+                    started, received = now, 0
+                yield chunk
+
+        def close(self) -> None:
+            self.inner.close()
+
+    return RateGuardedStream

@@ -24,7 +24,7 @@ from ..errors import MetadataError, OutputExistsError, UsageError, VariantError
 from ..kernel.arrival import Arrival, ArrivalCancelled
 from ..kernel.digest import file_sha256
 from ..kernel.layout import read_layout
-from ..kernel.metadata import KernelMetadata, read_kernel_metadata
+from ..kernel.metadata import KernelMetadata, module_name, read_kernel_metadata
 from ..kernel.revision import Revision
 from ..kernel.selection import VariantFilter, select_variants
 from ..kernel.variants import Variant
@@ -245,8 +245,8 @@ class _Conversion:
 
     def _job(self, variant: Variant, fetched: FetchedVariant, meta: KernelMetadata,
              kernel_name: str, version: str) -> WheelJob:
-        layout = read_layout(fetched.path, kernel_name.replace("-", "_"), fetched.link_root,
-                             fetched.arriving)
+        module = module_name(kernel_name, f"{self.source.display} (build/{variant.name})")
+        layout = read_layout(fetched.path, module, fetched.link_root, fetched.arriving)
         if layout.left_out and name_not_reported(self, variant.name):
             shown = ", ".join(layout.left_out[:4]) + (" ..." if len(layout.left_out) > 4 else "")
             self.progress(f"build/{variant.name}: {len(layout.left_out)} files left out by design "

@@ -7,9 +7,9 @@ compatibility sub-package is not needed there and is left out.
 
 Every file of the folder is either packed or left out by one of the rules above (and
 reported), or the conversion stops naming it: nothing is dropped silently. Refused:
-FIFOs, sockets and device files, symbolic links leading outside the source, git-LFS
-pointers, names a wheel cannot carry (backslashes, control characters, bytes that are
-not UTF-8).
+FIFOs, sockets and device files, symbolic links leading outside the source (the variant
+folder and ``build/`` included) and link loops, git-LFS pointers, names a wheel cannot
+carry (backslashes, control characters, bytes that are not UTF-8).
 """
 
 from __future__ import annotations
@@ -88,10 +88,33 @@ def _escaped(name: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", name)
 
 
+def _resolved(path: Path, shown_as: str) -> Path:
+    """``path`` with every link followed; a link loop is one line, not a RuntimeError."""
+    try:
+        return path.resolve(strict=False)
+    except (RuntimeError, OSError) as exc:  # 3.11 raises RuntimeError for a loop, 3.13 OSError
+        reason = getattr(exc, "strerror", None) or exc
+        raise VariantError(f"{shown_as} is a symbolic link loop ({reason}); refusing to pack it") \
+            from None
+
+
 def _walk(variant_dir: Path, link_root: Path) -> list[tuple[Path, str]]:
     """Every regular file under ``variant_dir`` (``(path, relpath)``), following symbolic
-    links that stay inside ``link_root`` (each real folder once, so a link loop ends)."""
-    root = link_root.resolve()
+    links that stay inside ``link_root`` (each real folder once, so a link loop ends).
+    The variant folder itself, and ``build/``, may be links only within the source."""
+    root = _resolved(link_root, link_root.name)
+    if not _resolved(variant_dir, variant_dir.name).is_relative_to(root):
+        raise VariantError(f"{variant_dir.name} (or the build/ folder holding it) is a symbolic "
+                           "link that leads outside the source; refusing to pack it")
+    try:
+        return _walk_inside(variant_dir, root)
+    except OSError as exc:  # unreadable folder, a loop the stat call met first
+        where = f"{variant_dir.name}/{os.path.relpath(exc.filename, variant_dir)}" \
+            if isinstance(exc.filename, str) else variant_dir.name
+        raise VariantError(f"{_escaped(where)}: {exc.strerror or exc}; refusing to pack it") from None
+
+
+def _walk_inside(variant_dir: Path, root: Path) -> list[tuple[Path, str]]:
     files: list[tuple[Path, str]] = []
     seen: set[Path] = set()
     pending = [(variant_dir, "")]
@@ -106,7 +129,7 @@ def _walk(variant_dir: Path, link_root: Path) -> list[tuple[Path, str]]:
                 relpath = _checked_name(prefix + entry.name, variant_dir.name)
                 path = Path(entry.path)
                 if entry.is_symlink():
-                    target = path.resolve()
+                    target = _resolved(path, f"{variant_dir.name}/{relpath}")
                     if not target.is_relative_to(root):
                         raise VariantError(
                             f"{variant_dir.name}/{relpath} is a symbolic link that leads outside "

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import data
+from ..confine import shown
 from ..errors import MetadataError
 
 
@@ -50,8 +51,10 @@ def read_kernel_metadata(path: Path | None) -> KernelMetadata:
         return value
 
     name = typed("name", str, "a string")
-    if name is not None and not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", name):
-        raise MetadataError(f"{where}: 'name' {name!r} is not a valid kernel name")
+    if name is not None:
+        if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", name):
+            raise MetadataError(f"{where}: 'name' {shown(repr(name))} is not a valid kernel name")
+        module_name(name, where)
     depends = typed("python-depends", list, "a list of names") or []
     if not all(isinstance(d, str) for d in depends):
         raise MetadataError(f"{where}: 'python-depends' must be a list of names")
@@ -84,6 +87,17 @@ def read_kernel_metadata(path: Path | None) -> KernelMetadata:
     )
 
 
+def module_name(kernel_name: str, where: str) -> str:
+    """The Python package a kernel is imported as (``flash-attn`` -> ``flash_attn``); a
+    name that gives no importable package (``a..b``, ``my.kernel``) is refused."""
+    module = kernel_name.replace("-", "_")
+    if not module.isidentifier() or not module.isascii():
+        raise MetadataError(f"{where}: the kernel name {shown(repr(kernel_name))} gives the package "
+                            f"{shown(repr(module))}, which Python cannot import (letters, digits "
+                            "and '_' or '-' only)")
+    return module
+
+
 def python_requirements(depends: tuple[str, ...], backend: str) -> list[str]:
     """Map kernel-builder's curated names to pip requirements; an unknown name is an error."""
     table = data.load("python_depends")
@@ -93,7 +107,7 @@ def python_requirements(depends: tuple[str, ...], backend: str) -> list[str]:
         if found is None:
             known = sorted(set(table["general"]) | set(table["backends"].get(backend, {})))
             raise MetadataError(
-                f"unknown python-depends '{name}' for backend {backend} "
+                f"unknown python-depends '{shown(name)}' for backend {shown(backend)} "
                 f"(known: {', '.join(known)}); add it to kernel_wheels/data/python_depends.json")
         requirements.extend(r for r in found if r not in requirements)
     return requirements

@@ -24,7 +24,7 @@ from enum import Enum
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ..errors import RevisionNotFoundError, UsageError
+from ..errors import AmbiguousVersionError, RevisionNotFoundError, UsageError
 from .revision import Revision
 
 _TAG = re.compile(r"v(\d+(?:\.\d+)*)")
@@ -110,14 +110,17 @@ def pick_tag(request: VersionRequest, tags: list[str], branches: Sequence[str] =
     )
 
 
-def ref_for_request(request: VersionRequest | None, tags: Sequence[str], branches: Sequence[str],
+def ref_for_request(request: VersionRequest | None, tags: Mapping[str, str], branches: Sequence[str],
                     *, default: str, where: str) -> str:
-    """The ref a request names, given a source's tags and branches: a tag for a version
-    or range, the branch ``vN`` for a major version, the text itself for a revision."""
+    """The ref a request names, given a source's tags (and the commits they point at) and
+    branches: a tag for a version or range, the branch ``vN`` for a major version, the text
+    itself for a revision."""
     if request is None:
         return default
     if request.kind in (RequestKind.EXACT, RequestKind.RANGE):
-        return pick_tag(request, list(tags), branches)
+        tag = pick_tag(request, list(tags), branches)
+        refuse_ambiguous(tag, tags, where)
+        return tag
     if request.kind is RequestKind.MAJOR:
         if request.branch not in branches:
             raise RevisionNotFoundError(
@@ -125,6 +128,20 @@ def ref_for_request(request: VersionRequest | None, tags: Sequence[str], branche
                 f"versions that exist: {describe_versions([*tags, *branches])}")
         return request.branch
     return request.text
+
+
+def refuse_ambiguous(tag: str, tags: Mapping[str, str], where: str) -> None:
+    """Refuse ``tag`` when another release tag spells the same version (``v1.1.2`` and
+    ``v1.01.2``) at a different commit: which release is meant cannot be told, and
+    converting either would give one wheel name two contents."""
+    version = tag_version(tag)
+    others = sorted(other for other, commit in tags.items()
+                    if other != tag and commit != tags[tag] and tag_version(other) == version)
+    if version is not None and others:
+        raise AmbiguousVersionError(
+            f"{where}: tags {tag} ({tags[tag][:12]}) and {others[0]} ({tags[others[0]][:12]}) "
+            f"both spell version {version} at different commits; refusing to guess which "
+            "release is meant (remove one tag, or pass --revision COMMIT)")
 
 
 def describe_versions(refs: list[str]) -> str:
@@ -135,15 +152,19 @@ def describe_versions(refs: list[str]) -> str:
 
 
 def releases_around(commit: str, commit_time: int | None, tags: Mapping[str, str],
-                    commit_time_of: Callable[[str], int | None]) -> tuple[str | None, tuple[str, ...]]:
+                    commit_time_of: Callable[[str], int | None],
+                    where: str = "the source") -> tuple[str | None, tuple[str, ...]]:
     """(the highest release tag at ``commit``, the release versions not newer than it).
 
     The second part is only computed for a commit that is not a release (it may cost a
     Hub call per tag, remembered per commit); ``commit_time_of`` gives a commit's time.
+    A release tag whose version another tag spells at another commit is refused (the
+    commit's wheels would share their name with the other commit's).
     """
     releases = {tag: v for tag in tags if (v := tag_version(tag)) is not None}
     at_commit = sorted((v, tag) for tag, v in releases.items() if tags[tag] == commit)
     if at_commit:
+        refuse_ambiguous(at_commit[-1][1], tags, where)
         return at_commit[-1][1], ()
     if commit_time is None:
         return None, ()

@@ -6,6 +6,7 @@ tree, if any, is never touched.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import posixpath
@@ -13,12 +14,13 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ..cache import cache_dir
 from ..errors import NetworkError, RepoNotFoundError, RevisionNotFoundError, SourceError
 from ..kernel.revision import Revision
 from ..kernel.versions import VersionRequest, describe_versions, ref_for_request, releases_around
-from ..network import NetworkSettings
+from ..network import MIN_RATE, NetworkSettings
 from . import FetchedVariant
 from .urls import canonical_git_url, redact
 
@@ -37,6 +39,21 @@ def is_git_repository(path: Path) -> bool:
     top = subprocess.run(["git", "-C", str(path), "rev-parse", "--show-toplevel"],
                          capture_output=True, text=True).stdout.strip()
     return not top or Path(top).resolve() == path.resolve()
+
+
+def _without_credentials(url: str) -> tuple[str, str | None]:
+    """(``url`` without its user and password, the Basic Authorization header they make,
+    or None when it has none)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or (parts.username is None and parts.password is None):
+        return url, None
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port:
+        netloc += f":{parts.port}"
+    user, password = unquote(parts.username or ""), unquote(parts.password or "")
+    basic = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, "")), f"Authorization: Basic {basic}"
 
 
 def _copy(source: IO[bytes], out: IO[bytes], size: int, path: str) -> None:
@@ -75,18 +92,27 @@ class GitSource:
         return proc.stdout
 
     def _clone(self, url: str) -> Path:
-        """A bare mirror in the cache; fetched again on every run to see new refs."""
-        target = cache_dir("git") / hashlib.sha256(url.encode()).hexdigest()[:16]
+        """A bare mirror in the cache; fetched again on every run to see new refs.
+
+        Credentials in the URL (``https://user:token@host/...``) never reach git's argv
+        (which every local user can read in ``ps``) nor the mirror's config: git gets the
+        URL without them, and an Authorization header for that URL only through its
+        environment (``GIT_CONFIG_*``), so a redirect to another host goes without it."""
+        clean, header = _without_credentials(url)
+        target = cache_dir("git") / hashlib.sha256(clean.encode()).hexdigest()[:16]
         # A server that stalls below 1 kB/s for the timeout aborts the transfer.
         env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_LFS_SKIP_SMUDGE": "1",
-               "GIT_HTTP_LOW_SPEED_LIMIT": "1000",
+               "GIT_HTTP_LOW_SPEED_LIMIT": str(MIN_RATE),
                "GIT_HTTP_LOW_SPEED_TIME": str(max(1, int(self.network.timeout)))}
+        if header is not None:
+            env.update({"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"http.{clean}.extraHeader",
+                        "GIT_CONFIG_VALUE_0": header})
         if (target / "HEAD").exists():
             cmd = ["git", "-C", str(target), "fetch", "-q", "--prune", "--tags", "origin",
                    "+refs/heads/*:refs/heads/*"]
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
-            cmd = ["git", "clone", "-q", "--bare", url, str(target)]
+            cmd = ["git", "clone", "-q", "--bare", clean, str(target)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
                                   timeout=self.network.timeout * 20)
@@ -124,14 +150,15 @@ class GitSource:
     # -- KernelSource -------------------------------------------------------------
     def resolve(self, request: VersionRequest | None) -> Revision:
         tags, branches = self._refs()
-        ref = ref_for_request(request, list(tags), branches, default="HEAD", where=self.display)
+        ref = ref_for_request(request, tags, branches, default="HEAD", where=self.display)
         commit = self._commit(ref)
         if commit is None:
             raise RevisionNotFoundError(
                 f"revision '{ref}' not found in {self.display}; "
                 f"versions that exist: {describe_versions([*tags, *branches])}")
         commit_time = self._commit_time(commit)
-        release, earlier = releases_around(commit, commit_time, tags, self._commit_time)
+        release, earlier = releases_around(commit, commit_time, tags, self._commit_time,
+                                           self.display)
         return Revision(request.text if request else ref, ref, commit, commit_time,
                         self._canonical_url(), release, earlier)
 

@@ -19,14 +19,17 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from ..cache import read_commit_time, write_commit_time
+from ..confine import commit_id, shown
 from ..errors import (
     AuthenticationError,
     NetworkError,
     RepoNotFoundError,
     RevisionNotFoundError,
     SourceError,
+    UnexpectedAnswerError,
 )
 from ..kernel.arrival import Arrival
 from ..kernel.revision import Revision
@@ -40,10 +43,12 @@ from ..kernel.versions import (
 from ..network import (
     MAX_RETRY_AFTER,
     NetworkSettings,
+    TransferTooSlow,
     configure_hub_client,
+    origin,
     retry_after_seconds,
 )
-from . import FetchedVariant
+from . import FetchedVariant, hub_answers
 from .hub_files import HubCacheRepo, RemoteFile, TransferMismatch
 from .urls import hub_url
 
@@ -68,6 +73,11 @@ def _is_network_error(exc: BaseException) -> bool:
 _STREAMS = 2
 _VARIANTS_AT_ONCE = 3
 _READ_FIRST = (".json", ".py", ".md", ".txt")
+_CARDS = ("README.md", "CARD.md")
+#: Pages of one tree listing (the Hub gives 1,000 entries a page).
+_MAX_PAGES = 1000
+#: A card larger than this is not a kernel's README: left out of the wheel's description.
+_MAX_CARD = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -100,6 +110,8 @@ def _check_space(folder: Path, needed: int, what: str) -> None:
 def _reason(exc: BaseException) -> str:
     """A short, token-free description of a failed transfer."""
     name = type(exc).__name__
+    if isinstance(exc, TransferTooSlow):
+        return str(exc)[:160]
     if "Timeout" in name or isinstance(exc, TimeoutError):
         return "timed out"
     text = str(exc).splitlines()[0] if str(exc) else name
@@ -214,8 +226,14 @@ class HubSource:
                 # ("consistency check failed") lands here; so do network errors.
                 if not (_is_network_error(exc) or "consistency check" in str(exc).lower()
                         or isinstance(exc, (ConnectionError, TimeoutError))):
+                    if isinstance(exc, ValueError):  # HTML or broken JSON where JSON was asked for
+                        raise self._unexpected(what, exc) from None
                     raise
                 failure = _reason(exc)
+            except (TypeError, KeyError, AttributeError) as exc:
+                # huggingface_hub read an answer of the wrong shape (a field missing, a
+                # list where an object belongs): a server that is not a Hub, or a hostile one.
+                raise self._unexpected(what, exc) from None
             except Exception as exc:
                 if not _is_network_error(exc):
                     raise
@@ -229,6 +247,12 @@ class HubSource:
                           f"({attempt}/{tries - 1})")
             time.sleep(delay)
         raise AssertionError("unreachable")
+
+    def _unexpected(self, what: str, exc: BaseException) -> UnexpectedAnswerError:
+        detail = shown(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 80)
+        return UnexpectedAnswerError(
+            f"{what}: {self.endpoint} answered for {self.repo_id} with something that is not a "
+            f"Hub answer ({type(exc).__name__}: {detail}); is HF_ENDPOINT a Hub or a Hub mirror?")
 
     def _token_set(self) -> bool:
         from huggingface_hub import get_token
@@ -265,8 +289,7 @@ class HubSource:
             except errors.HfHubHTTPError:
                 raise
             self.repo_type = repo_type
-            return ({t.name: t.target_commit for t in refs.tags},
-                    {b.name: b.target_commit for b in refs.branches})
+            return hub_answers.refs(refs, self.repo_id)
         assert last is not None
         raise last
 
@@ -287,8 +310,10 @@ class HubSource:
             refs_dir = self._repo_cache(repo_type) / "refs"
             if refs_dir.is_dir():
                 self.repo_type = repo_type
-                refs = {p.relative_to(refs_dir).as_posix(): p.read_text().strip()
-                        for p in refs_dir.rglob("*") if p.is_file()}
+                refs = {name: commit_id(p.read_text().strip(), f"{self.repo_id}: ref {name} "
+                                                                  "in the HF cache")
+                        for p in refs_dir.rglob("*") if p.is_file()
+                        and not (name := p.relative_to(refs_dir).as_posix()).startswith(".")}
                 tags = {k: v for k, v in refs.items() if re.fullmatch(r"v\d+(\.\d+)+", k)}
                 return tags, {k: v for k, v in refs.items() if k not in tags}
         raise SourceError(f"HF_HUB_OFFLINE=1 and {self.repo_id} is not in the cache "
@@ -311,12 +336,13 @@ class HubSource:
 
     def _resolve(self, request: VersionRequest | None, tags: dict[str, str],
                  branches: dict[str, str]) -> Revision:
-        ref = ref_for_request(request, list(tags), list(branches), default="main", where=self.repo_id)
+        ref = ref_for_request(request, tags, list(branches), default="main", where=self.repo_id)
         commit = tags.get(ref) or branches.get(ref)
         if commit is None:
             commit = self._commit_of(ref, [*tags, *branches])
         commit_time = self._commit_time(commit)
-        release, earlier = releases_around(commit, commit_time, tags, self._tag_commit_time)
+        release, earlier = releases_around(commit, commit_time, tags, self._tag_commit_time,
+                                           self.repo_id)
         return Revision(request.text if request else ref, ref, commit, commit_time,
                         hub_url(self.repo_id, self.repo_type), release, earlier)
 
@@ -343,7 +369,7 @@ class HubSource:
             missing=lambda: RevisionNotFoundError(
                 f"revision '{ref}' not found in {self.repo_id}; versions that exist: "
                 f"{describe_versions(known)}"))
-        return str(info.sha)
+        return hub_answers.revision_commit(info, f"{self.repo_id} at {ref}")
 
     def _commit_time(self, commit: str) -> int | None:
         """The commit's time (zip timestamps, branch versions); remembered per commit so
@@ -371,15 +397,40 @@ class HubSource:
             names = sorted(p.name for p in (snapshot / "build").iterdir() if p.is_dir()) \
                 if (snapshot / "build").is_dir() else []
         else:
-            entries: Any = self._call("listing build/", lambda: list(self.api.list_repo_tree(
-                self.repo_id, path_in_repo="build", revision=revision.commit,
-                repo_type=self.repo_type)), missing=lambda: SourceError(
-                    f"{self.repo_id} has no build/ folder at {revision.commit}"))
-            names = sorted(e.path.split("/", 1)[1] for e in entries
-                           if type(e).__name__ == "RepoFolder")
+            commit = revision.commit
+            names = self._call("listing build/", lambda: hub_answers.folder_names(
+                self._tree("build", commit), "build", f"{self.repo_id} at {commit[:12]}"),
+                missing=lambda: SourceError(f"{self.repo_id} has no build/ folder at {commit}"))
         if not names:
             raise SourceError(f"{self.repo_id} has no build/ folder at {revision.commit[:12]}")
         return names
+
+    def _tree(self, folder: str, commit: str, recursive: bool = False) -> Iterator[list[dict[str, Any]]]:
+        """The pages of the tree listing of ``folder`` at ``commit`` (the Hub's
+        ``/api/<type>s/<repo>/tree/<commit>/<folder>``), as JSON. Read here rather than
+        through ``HfApi.list_repo_tree``, which follows a page's ``Link: next`` to any URL,
+        forever: the next page must be on the Hub's own origin, and there are at most
+        ``MAX_PAGES`` of them."""
+        from huggingface_hub import get_session, hf_raise_for_status
+
+        where = f"{self.repo_id} at {commit[:12]}"
+        path = f"/{quote(folder, safe='')}" if folder else ""
+        url: str | None = (f"{self.endpoint}/api/{self.repo_type}s/{self.repo_id}/tree/"
+                           f"{quote(commit, safe='')}{path}")
+        params: dict[str, Any] | None = {"recursive": recursive, "expand": False}
+        for _page in range(_MAX_PAGES):
+            assert url is not None
+            response = get_session().get(url, params=params, headers=_headers())
+            hf_raise_for_status(response)
+            yield hub_answers.tree_page(response.json(), where)
+            url, params = response.links.get("next", {}).get("url"), None
+            if url is None:
+                return
+            if origin(url) != origin(self.endpoint):
+                raise UnexpectedAnswerError(f"{where}: the listing's next page is on another host "
+                                            f"({shown(url, 80)}); refusing to follow it")
+        raise UnexpectedAnswerError(f"{where}: the listing of {folder or 'the repository'} goes on "
+                                    f"for more than {_MAX_PAGES} pages")
 
     def _snapshot_dir(self, commit: str) -> Path:
         return self._repo_cache(self.repo_type) / "snapshots" / commit
@@ -437,11 +488,10 @@ class HubSource:
         returned, each with the :class:`Arrival` a reader follows, for
         :meth:`_fetch_arriving`."""
         what = f"downloading build/{name}"
-        entries: Any = self._call(f"listing build/{name}", lambda: list(self.api.list_repo_tree(
-            self.repo_id, path_in_repo=f"build/{name}", recursive=True, revision=commit,
-            repo_type=self.repo_type)))
-        files = sorted((RemoteFile.from_listing(e) for e in entries if type(e).__name__ == "RepoFile"),
-                       key=lambda f: (f.size, f.path))
+        listed = self._call(f"listing build/{name}", lambda: hub_answers.remote_files(
+            self._tree(f"build/{name}", commit, recursive=True), f"build/{name}",
+            f"{self.repo_id} at {commit[:12]}"))
+        files = sorted(listed, key=lambda f: (f.size, f.path))
         missing = [f for f in files if not cache.pointer(commit, f.path).is_file()]
         _check_space(cache.folder, sum(f.size for f in missing), what)
         # Read by the converter as they arrive: every file but the ones it reads before
@@ -492,20 +542,27 @@ class HubSource:
         return str(hf_hub_url(self.repo_id, file.path, repo_type=self.repo_type, revision=commit))
 
     def card(self, revision: Revision) -> str | None:
+        """README.md (else CARD.md) at the commit; None when there is none or it cannot be
+        read. Fetched like the variants' files (listed, then one GET checked against the
+        listing into the HF cache), not with ``hf_hub_download``, which names the cached
+        blob after the server's ETag header and so would write wherever a hostile server's
+        ETag points."""
+        commit = revision.commit
+        assert commit is not None
         if self.offline:  # the cached copy, as hf_hub_download would answer offline
-            assert revision.commit is not None
-            for filename in ("README.md", "CARD.md"):
-                if (cached := self._snapshot_dir(revision.commit) / filename).is_file():
+            for filename in _CARDS:
+                if (cached := self._snapshot_dir(commit) / filename).is_file():
                     return cached.read_text("utf-8", errors="replace")
             return None
-        from huggingface_hub import hf_hub_download
-
-        for filename in ("README.md", "CARD.md"):
-            try:
-                path: Any = self._call("reading the card", partial(
-                    hf_hub_download, self.repo_id, filename, repo_type=self.repo_type,
-                    revision=revision.commit))
-            except SourceError:
-                continue
-            return Path(path).read_text("utf-8", errors="replace")
-        return None
+        try:
+            listed = self._call("listing the repository", lambda: hub_answers.remote_files(
+                self._tree("", commit), "", f"{self.repo_id} at {commit[:12]}"))
+            by_name = {file.path: file for file in listed}
+            card = next((by_name[name] for name in _CARDS if name in by_name), None)
+            if card is None or card.size > _MAX_CARD:
+                return None
+            path = self._call("reading the card", partial(
+                self._cache().fetch, card, commit, self._url(card, commit), _headers()))
+        except SourceError:
+            return None  # the card is optional: the wheel's description is then the default
+        return path.read_text("utf-8", errors="replace")

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..confine import commit_id, file_name, inside, ref_name, shown
 from ..kernel.arrival import Arrival
 
 LANDING = 1 << 20
@@ -42,20 +43,14 @@ class TransferStopped(Exception):
 
 @dataclass(frozen=True)
 class RemoteFile:
-    """A file of the repository at one commit, as its tree listing describes it."""
+    """A file of the repository at one commit, as its tree listing describes it (every
+    field checked by :mod:`.hub_answers`: the path is a plain relative path, the ids are
+    hex digests)."""
 
     path: str  # in the repository, e.g. build/<variant>/_ops.py
     size: int
     blob_id: str  # the git object id (of the LFS pointer, for an LFS file)
     lfs_sha256: str | None  # the content's sha256, for an LFS (or Xet) file
-
-    @classmethod
-    def from_listing(cls, entry: Any) -> RemoteFile:
-        """From a ``RepoFile`` of ``HfApi.list_repo_tree``."""
-        lfs = getattr(entry, "lfs", None)
-        sha256 = getattr(lfs, "sha256", None) if lfs is not None else None
-        size = getattr(lfs, "size", None) if lfs is not None else None
-        return cls(entry.path, int(size if size is not None else entry.size), entry.blob_id, sha256)
 
     @property
     def etag(self) -> str:
@@ -85,11 +80,20 @@ class HubCacheRepo:
     locks: Path
 
     def pointer(self, commit: str, path: str) -> Path:
-        return self.folder / "snapshots" / commit / path
+        """``snapshots/<commit>/<path>``, proven to stay inside this repository's folder
+        (the commit and the path come from the Hub's answers)."""
+        where = f"{self.folder.name}: snapshot {shown(commit, 64)}"
+        return inside(self.folder / "snapshots", f"{commit_id(commit, where)}/{path}", where)
+
+    def blob(self, file: RemoteFile) -> Path:
+        return inside(self.folder / "blobs", file_name(file.etag, f"{self.folder.name}: a blob"),
+                      f"{self.folder.name}: blob of {file.path}")
 
     def remember_ref(self, ref: str, commit: str) -> None:
         """``refs/<ref>``: lets an offline run resolve the tag or branch to ``commit``."""
-        target = self.folder / "refs" / ref
+        where = f"{self.folder.name}: ref {shown(ref, 64)}"
+        target = inside(self.folder / "refs", ref_name(ref, where), where)
+        commit_id(commit, where)
         if target.is_file() and target.read_text().strip() == commit:
             return
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -107,7 +111,7 @@ class HubCacheRepo:
         pointer = self.pointer(commit, file.path)
         if pointer.is_file():
             return pointer
-        blob = self.folder / "blobs" / file.etag
+        blob = self.blob(file)
         blob.parent.mkdir(parents=True, exist_ok=True)
         self.locks.mkdir(parents=True, exist_ok=True)
         with FileLock(self.locks / f"{file.etag}.lock"):

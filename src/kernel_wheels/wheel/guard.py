@@ -23,6 +23,7 @@ import base64
 import hashlib
 from typing import Any
 
+from ..errors import VariantError
 from ..kernel.variants import Variant
 from .plan import WheelPlan
 from .writer import Member
@@ -31,6 +32,8 @@ GUARD_MODULE = "_kernel_wheels_guard"
 GUARD_LINE = (f"from . import {GUARD_MODULE}  # noqa: F401 -- added by kernel-wheels: fails "
               "clearly when this build does not fit the running torch\n")
 _GUARDED_BACKENDS = ("cuda", "rocm", "xpu", "cpu")
+#: A kernel's __init__.py is kilobytes; one larger than this is not read (or parsed).
+MAX_INIT_SIZE = 1 << 20
 
 _TEMPLATE = '''\
 """Added by kernel-wheels to this wheel: a binary build of a torch kernel loads only next
@@ -124,13 +127,25 @@ _check()
 '''
 
 
-def _insertion_line(source: bytes) -> int | None:
+def _refuse_large(size: int, where: str) -> None:
+    if size > MAX_INIT_SIZE:
+        raise VariantError(f"{where} is {size / 1e6:.1f} MB, more than a kernel's package needs "
+                           f"({MAX_INIT_SIZE >> 20} MB at most); refusing to read it")
+
+
+def _insertion_line(source: bytes, where: str) -> int | None:
     """The 0-based line after the module docstring and ``__future__`` imports (where
-    an import may go), or None when the file does not parse."""
+    an import may go), or None when the file does not parse. A file too large or nested
+    too deeply for the parser (a hostile source tree's) is one line naming ``where``, not
+    a crash."""
+    _refuse_large(len(source), where)
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return None
+    except (RecursionError, MemoryError):
+        raise VariantError(f"{where} is nested too deeply to be parsed; refusing to read it") \
+            from None
     line = 0
     for index, node in enumerate(tree.body):
         value = node.value if isinstance(node, ast.Expr) else None
@@ -142,9 +157,9 @@ def _insertion_line(source: bytes) -> int | None:
     return line
 
 
-def insert_guard_line(source: bytes) -> tuple[bytes, int] | None:
+def insert_guard_line(source: bytes, where: str = "__init__.py") -> tuple[bytes, int] | None:
     """``__init__.py`` with the guard import inserted, and the 0-based line it went to."""
-    at = _insertion_line(source)
+    at = _insertion_line(source, where)
     if at is None:
         return None
     lines = source.splitlines(keepends=True)
@@ -195,8 +210,10 @@ def guard_members(members: list[Member], variant: Variant, module: str,
     init = next((m for m in members if m.arcname == init_name), None)
     if init is None:
         return members, None
+    where = f"build/{variant.name}: {init_name}"
+    _refuse_large(init.size, where)  # before reading it: a sparse 4 GB file stays on disk
     original = init.read_bytes()
-    inserted = insert_guard_line(original)
+    inserted = insert_guard_line(original, where)
     if inserted is None:
         return members, None
     modified, at = inserted
