@@ -1,7 +1,7 @@
 # kernel-wheels serve in a container. UNTESTED: docker could not run where this was
 # written; every command in it is tested outside a container (tests/test_serve.py).
 #
-#   docker build -t kernel-wheels-serve .
+#   docker build --build-arg VERSION=$(python -m setuptools_scm) -t kernel-wheels-serve .
 #   docker run -d -p 8000:8000 -v kw-cache:/cache -e HF_TOKEN \
 #       kernel-wheels-serve --kernels drbh/img2gray --workers 2 --cache-size 20G
 #   pip install img2gray --index-url http://HOST:8000/torch213-cxx11-cpu/simple
@@ -14,13 +14,15 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
+# The version comes from git tags (docs/release.md); the build context has no .git, so
+# it is passed in (--build-arg VERSION=...), else the image says 0+docker.
+ARG VERSION=0+docker
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY src ./src
-# The server's own dependencies (the [serve] extra, once pyproject.toml has it);
-# bcrypt lets htpasswd files use bcrypt hashes (htpasswd -B); passlib 1.7.4 cannot load
-# bcrypt 5 (it refuses the long test password passlib checks the backend with).
-RUN pip install . "starlette>=0.40" "uvicorn>=0.30" "passlib>=1.7.4" "bcrypt>=4,<5" \
+# The [serve] extra; bcrypt lets htpasswd files use bcrypt hashes (htpasswd -B); passlib
+# 1.7.4 cannot load bcrypt 5 (it refuses the long test password passlib checks with).
+RUN SETUPTOOLS_SCM_PRETEND_VERSION="$VERSION" pip install ".[serve]" "bcrypt>=4,<5" \
     && rm -rf /src
 
 # One volume for everything the server keeps: wheels, Hub downloads, commit times.

@@ -1,5 +1,9 @@
 """kernel-wheels: Hub kernels as validated, reproducible wheels."""
-__version__ = "0.1.0"
+
+try:  # written by setuptools-scm from git when the package is built or installed
+    from ._version import __version__ as __version__  # type: ignore[import-not-found, unused-ignore]
+except ImportError:  # a source tree that was never built or installed
+    __version__ = "0+unknown"
 
 # The typed Python API (the CLI is a thin layer over these). Imported on first use, so
 # that `kernel-wheels build` on a machine with torch needs none of the checkers' libraries.
