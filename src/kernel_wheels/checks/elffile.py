@@ -5,7 +5,14 @@ static symbols, and walking them as Python objects takes seconds per walk (audit
 and abi3audit each walk them several times). The few tables the checks need (dynamic
 section, dynamic symbols and their versions, the static symbol table's Python names) are
 read here with ``struct`` over a memory map: the file is never copied into memory.
-Malformed files raise :class:`ElfError` with a one-line reason.
+
+The file comes from whoever published the kernel, so it is read as hostile: before
+anything is used, the frame is checked the way glibc's loader checks it and against
+itself (``elflayout``: headers; ``elfmapping``: segments and sections; ``elfdynamic``:
+the dynamic entries; ``elfsymbols``, ``elfversions``: symbols, hashes, versions). A file
+the loader would refuse, or that would crash it, or whose tables say one thing to the
+checks and another to the loader, raises :class:`ElfError` with a one-line reason;
+nothing else escapes (every loop is bounded by the file's size).
 """
 
 from __future__ import annotations
@@ -16,19 +23,34 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import data
+from .elfdynamic import DT_FINI, DT_INIT, Dynamic, read_dynamic
+from .elflayout import (
+    ELF_MAGIC,
+    SHT_DYNSYM,
+    SHT_GNU_HASH,
+    SHT_HASH,
+    SHT_SYMTAB,
+    ElfError,
+    Layout,
+    shown,
+)
+from .elfmapping import check_relro, check_sections, check_segments
+from .elfsymbols import (
+    SHN_UNDEF,
+    Row,
+    SymbolTable,
+    check_dynamic_symbols,
+    check_entry_points,
+    check_hash_tables,
+    read_symbols,
+    symbol_name,
+)
+from .elfversions import Versions, read_versions
 
-ELF_MAGIC = b"\x7fELF"
+__all__ = ["ELF_MAGIC", "ElfError", "ElfInfo", "PythonSymbol", "read_elf", "read_elf_bytes"]
 
-_SHT_SYMTAB, _SHT_STRTAB, _SHT_DYNAMIC, _SHT_DYNSYM = 2, 3, 6, 11
-_SHT_GNU_VERNEED, _SHT_GNU_VERSYM = 0x6FFFFFFE, 0x6FFFFFFF
-_DT_NEEDED, _DT_SONAME, _DT_RPATH, _DT_RUNPATH = 1, 14, 15, 29
-_SHN_UNDEF = 0
 _STB_LOCAL, _STB_GNU_UNIQUE = 0, 10
 _PYTHON_PREFIXES = (b"Py", b"_Py")
-
-
-class ElfError(Exception):
-    """The file is not a well-formed ELF shared object."""
 
 
 @dataclass(frozen=True)
@@ -57,151 +79,6 @@ class ElfInfo:
     python_symbols: tuple[PythonSymbol, ...]
 
 
-class _Reader:
-    def __init__(self, buffer: mmap.mmap | bytes, name: str) -> None:
-        self.buf = buffer
-        self.name = name
-        if len(buffer) < 52 or buffer[:4] != ELF_MAGIC:
-            raise ElfError(f"{name} is not an ELF file")
-        elf_class, encoding = buffer[4], buffer[5]
-        if elf_class not in (1, 2) or encoding not in (1, 2):
-            raise ElfError(f"{name}: unknown ELF class or byte order")
-        self.is64 = elf_class == 2
-        self.end = "<" if encoding == 1 else ">"
-        header = self.unpack("HHIQQQIHHHHHH" if self.is64 else "HHIIIIIHHHHHH", 16)
-        _type, machine, _version, _entry, _phoff, shoff, _flags, _ehsize, _phentsize, _phnum, \
-            shentsize, shnum, shstrndx = header
-        self.machine = machine
-        if shoff == 0 or shnum == 0:
-            raise ElfError(f"{name} has no section headers")
-        expected = 64 if self.is64 else 40
-        if shentsize != expected:
-            raise ElfError(f"{name}: unexpected section header size {shentsize}")
-        fmt = "IIQQQQIIQQ" if self.is64 else "IIIIIIIIII"
-        self.sections = []
-        name_offsets = []
-        for index in range(shnum):
-            fields = self.unpack(fmt, shoff + index * shentsize)
-            sh_type, offset, size, link, entsize = fields[1], fields[4], fields[5], fields[6], fields[9]
-            self.sections.append((sh_type, offset, size, link, entsize))
-            name_offsets.append(fields[0])
-        self.names: list[str] = []
-        if 0 < shstrndx < shnum and self.sections[shstrndx][0] == _SHT_STRTAB:
-            names = bytes(self.section_bytes(shstrndx))
-            self.names = [_string(names, offset) for offset in name_offsets]
-
-    def unpack(self, fmt: str, offset: int) -> tuple[int, ...]:
-        layout = struct.Struct(self.end + fmt)
-        if offset < 0 or offset + layout.size > len(self.buf):
-            raise ElfError(f"{self.name} is truncated (a header lies past the end of the file)")
-        return layout.unpack_from(self.buf, offset)
-
-    def section_bytes(self, index: int) -> memoryview:
-        sh_type, offset, size, _link, _entsize = self.sections[index]
-        if offset + size > len(self.buf):
-            raise ElfError(f"{self.name} is truncated (a section lies past the end of the file)")
-        return memoryview(self.buf)[offset:offset + size]
-
-    def string_table(self, index: int) -> bytes:
-        if not 0 <= index < len(self.sections) or self.sections[index][0] != _SHT_STRTAB:
-            raise ElfError(f"{self.name}: a string table link is broken")
-        return bytes(self.section_bytes(index))
-
-    def first(self, sh_type: int) -> int | None:
-        return next((i for i, s in enumerate(self.sections) if s[0] == sh_type), None)
-
-    def named(self, name: str) -> int | None:
-        return next((i for i, n in enumerate(self.names) if n == name), None)
-
-
-def _string(table: bytes, offset: int) -> str:
-    end = table.find(b"\0", offset)
-    if offset >= len(table) or end < 0:
-        raise ElfError("a symbol name lies outside its string table")
-    return table[offset:end].decode("utf-8", "replace")
-
-
-def _dynamic(reader: _Reader) -> tuple[list[str], list[str], str | None]:
-    needed: list[str] = []
-    rpaths: list[str] = []
-    soname = None
-    index = reader.first(_SHT_DYNAMIC)
-    if index is None:
-        return needed, rpaths, soname
-    strings = reader.string_table(reader.sections[index][3])
-    layout = struct.Struct(reader.end + ("qQ" if reader.is64 else "iI"))
-    raw = reader.section_bytes(index)
-    for tag, value in layout.iter_unpack(raw[:len(raw) - len(raw) % layout.size]):
-        if tag == 0:
-            break
-        if tag == _DT_NEEDED:
-            needed.append(_string(strings, value))
-        elif tag == _DT_SONAME:
-            soname = _string(strings, value)
-        elif tag in (_DT_RPATH, _DT_RUNPATH):
-            rpaths.extend(p for p in _string(strings, value).split(":") if p)
-    return needed, rpaths, soname
-
-
-def _version_needs(reader: _Reader) -> tuple[dict[str, frozenset[str]], dict[int, str]]:
-    """({library: versions}, {version index: version name}) from .gnu.version_r."""
-    index = reader.first(_SHT_GNU_VERNEED)
-    needs: dict[str, set[str]] = {}
-    names: dict[int, str] = {}
-    if index is None:
-        return {}, {}
-    _type, offset, size, link, _entsize = reader.sections[index]
-    strings = reader.string_table(link)
-    entry = offset
-    for _ in range(10_000):  # a loop bound: a corrupt chain must not spin forever
-        _vn_version, count, vn_file, vn_aux, vn_next = reader.unpack("HHIII", entry)
-        library = _string(strings, vn_file)
-        aux = entry + vn_aux
-        for _ in range(count):
-            _hash, _flags, other, vna_name, vna_next = reader.unpack("IHHII", aux)
-            version = _string(strings, vna_name)
-            needs.setdefault(library, set()).add(version)
-            names[other & 0x7FFF] = version
-            if vna_next == 0:
-                break
-            aux += vna_next
-        if vn_next == 0:
-            break
-        entry += vn_next
-        if entry >= offset + size:
-            break
-    return {lib: frozenset(v) for lib, v in needs.items()}, names
-
-
-def _symbols(reader: _Reader, index: int) -> tuple[bytes, list[tuple[int, int, int, int]]]:
-    """(string table, [(st_name, bind, shndx, position)]) of a symbol table."""
-    _type, _offset, size, link, _entsize = reader.sections[index]
-    strings = reader.string_table(link)
-    layout = struct.Struct(reader.end + ("IBBHQQ" if reader.is64 else "IIIBBH"))
-    raw = reader.section_bytes(index)
-    raw = raw[:len(raw) - len(raw) % layout.size]
-    rows = []
-    if reader.is64:
-        for position, (st_name, info, _other, shndx, _value, _size) in \
-                enumerate(layout.iter_unpack(raw)):
-            rows.append((st_name, info >> 4, shndx, position))
-    else:
-        for position, (st_name, _value, _size, info, _other, shndx) in \
-                enumerate(layout.iter_unpack(raw)):
-            rows.append((st_name, info >> 4, shndx, position))
-    return strings, rows
-
-
-def _python_symbols(strings: bytes, rows: list[tuple[int, int, int, int]],
-                    gnu_unique_is_local: bool) -> list[PythonSymbol]:
-    found = []
-    for st_name, bind, shndx, _position in rows:
-        if st_name and strings.startswith(_PYTHON_PREFIXES, st_name):
-            local = bind == _STB_LOCAL or (bind == _STB_GNU_UNIQUE and gnu_unique_is_local)
-            found.append(PythonSymbol(_string(strings, st_name), local, shndx != _SHN_UNDEF))
-    return found
-
-
 def read_elf(path: Path, arcname: str) -> ElfInfo:
     """The facts the checks need from the ELF file at ``path`` (named ``arcname``)."""
     with path.open("rb") as stream:
@@ -210,65 +87,105 @@ def read_elf(path: Path, arcname: str) -> ElfInfo:
         except ValueError:  # an empty file cannot be mapped
             buffer = b""
         try:
-            return _read(buffer, arcname)
-        except (struct.error, IndexError, UnicodeDecodeError) as exc:
-            raise ElfError(f"{arcname} is a malformed ELF file ({exc})") from None
+            return _guarded_read(buffer, arcname)
         finally:
             if isinstance(buffer, mmap.mmap):
                 buffer.close()
 
 
-def read_elf_bytes(data: bytes, arcname: str) -> ElfInfo:
+def read_elf_bytes(content: bytes, arcname: str) -> ElfInfo:
     """:func:`read_elf` on a binary held in memory."""
+    return _guarded_read(content, arcname)
+
+
+def _guarded_read(buffer: mmap.mmap | bytes, arcname: str) -> ElfInfo:
     try:
-        return _read(data, arcname)
-    except (struct.error, IndexError, UnicodeDecodeError) as exc:
-        raise ElfError(f"{arcname} is a malformed ELF file ({exc})") from None
+        return _read(buffer, arcname)
+    except (struct.error, LookupError, ValueError, ArithmeticError) as exc:
+        # A check that forgot a bound: still a malformed file, never a traceback.
+        reason = " ".join(str(exc).split())
+        raise ElfError(f"{shown(arcname)} is a malformed ELF file ({reason})") from None
 
 
 def _read(buffer: mmap.mmap | bytes, arcname: str) -> ElfInfo:
-    reader = _Reader(buffer, arcname)
-    machines = {number: name for name, number in data.load("binaries")["elf_machine_numbers"].items()}
-    needed, rpaths, soname = _dynamic(reader)
-    version_needs, version_names = _version_needs(reader)
+    layout = Layout(buffer, arcname)
+    check_segments(layout)
+    check_sections(layout)
+    dynamic = read_dynamic(layout)
+    check_relro(layout, dynamic.bind_now)
+    dynsym_section = layout.first(SHT_DYNSYM)
+    dynsym = read_symbols(layout, dynsym_section) if dynsym_section is not None else None
+    if dynsym is not None:
+        check_dynamic_symbols(layout, dynsym)
+    check_hash_tables(layout, layout.first(SHT_HASH), layout.first(SHT_GNU_HASH),
+                      len(dynsym.rows) if dynsym else 0)
+    versions = read_versions(layout, dynamic, dynsym.rows if dynsym else [])
+    symtab_section = layout.first(SHT_SYMTAB)
+    symtab = read_symbols(layout, symtab_section, python_only=True) if symtab_section else None
+    entry_points = {name: dynamic.values[tag] for name, tag in ((".init", DT_INIT), (".fini", DT_FINI))
+                    if tag in dynamic.values}
+    check_entry_points(layout, entry_points, [t for t in (dynsym, symtab) if t is not None])
     # abi3audit's rule: in a GCC-built object STB_LOOS means STB_GNU_UNIQUE, a local kind.
-    comment = reader.named(".comment")
-    gnu_unique_is_local = comment is not None and b"GCC" in reader.section_bytes(comment).tobytes()
+    comment = layout.named(".comment") if layout.header.shstrndx else None
+    gnu_unique_is_local = comment is not None and b"GCC" in layout.section_bytes(comment)
+    python: list[PythonSymbol] = []
+    imports = _Imports()
+    if dynsym is not None:
+        imports = _dynamic_imports(layout, dynsym, versions)
+        python += _python_symbols(layout, dynsym, gnu_unique_is_local)
+    if symtab is not None:
+        python += _python_symbols(layout, symtab, gnu_unique_is_local)
+    return _info(arcname, layout, dynamic, versions, imports, python)
+
+
+@dataclass
+class _Imports:
+    init_functions: frozenset[str] = frozenset()
+    undefined: frozenset[str] = frozenset()
+    versioned: tuple[tuple[str, str], ...] = ()
+
+
+def _dynamic_imports(layout: Layout, table: SymbolTable, versions: Versions) -> _Imports:
     init_functions: set[str] = set()
     undefined: set[str] = set()
-    imports: list[tuple[str, str]] = []
-    python: list[PythonSymbol] = []
-    dynsym = reader.first(_SHT_DYNSYM)
-    if dynsym is not None:
-        strings, rows = _symbols(reader, dynsym)
-        versym_index = reader.first(_SHT_GNU_VERSYM)
-        versions = reader.section_bytes(versym_index).cast("B") if versym_index is not None else None
-        for st_name, _bind, shndx, position in rows:
-            if not st_name:
-                continue
-            if shndx == _SHN_UNDEF:
-                name = _string(strings, st_name)
-                undefined.add(name)
-                if versions is not None and 2 * position + 2 <= len(versions):
-                    ndx = struct.unpack_from(reader.end + "H", versions, 2 * position)[0] & 0x7FFF
-                    if ndx in version_names:
-                        imports.append((name, version_names[ndx]))
-            elif strings.startswith(b"PyInit_", st_name):
-                init_functions.add(_string(strings, st_name))
-        python += _python_symbols(strings, rows, gnu_unique_is_local)
-    symtab = reader.first(_SHT_SYMTAB)
-    if symtab is not None:
-        strings, rows = _symbols(reader, symtab)
-        python += _python_symbols(strings, rows, gnu_unique_is_local)
+    versioned: list[tuple[str, str]] = []
+    indexes = versions.symbol_indexes
+    for st_name, _bind, _type, shndx, position in table.rows:
+        if not st_name:
+            continue
+        if shndx == SHN_UNDEF:
+            name = symbol_name(layout, table, st_name)
+            undefined.add(name)
+            if indexes and indexes[position] in versions.needed_names:
+                versioned.append((name, versions.needed_names[indexes[position]]))
+        elif table.strings.startswith(b"PyInit_", st_name):
+            init_functions.add(symbol_name(layout, table, st_name))
+    return _Imports(frozenset(init_functions), frozenset(undefined), tuple(versioned))
+
+
+def _python_symbols(layout: Layout, table: SymbolTable, gnu_unique_is_local: bool) -> list[PythonSymbol]:
+    found = []
+    rows: list[Row] = table.rows
+    for st_name, bind, _type, shndx, _position in rows:
+        if st_name and table.strings.startswith(_PYTHON_PREFIXES, st_name):
+            local = bind == _STB_LOCAL or (bind == _STB_GNU_UNIQUE and gnu_unique_is_local)
+            found.append(PythonSymbol(symbol_name(layout, table, st_name), local, shndx != SHN_UNDEF))
+    return found
+
+
+def _info(arcname: str, layout: Layout, dynamic: Dynamic, versions: Versions, imports: _Imports,
+          python: list[PythonSymbol]) -> ElfInfo:
+    machines = {number: name for name, number in data.load("binaries")["elf_machine_numbers"].items()}
+    machine = layout.header.machine
     return ElfInfo(
         arcname=arcname,
-        machine=machines.get(reader.machine, f"EM_{reader.machine}"),
-        needed=tuple(needed),
-        rpaths=tuple(rpaths),
-        soname=soname,
-        init_functions=frozenset(init_functions),
-        versioned_imports=tuple(imports),
-        version_needs=version_needs,
-        undefined=frozenset(undefined),
+        machine=machines.get(machine, f"EM_{machine}"),
+        needed=dynamic.needed,
+        rpaths=dynamic.rpaths,
+        soname=dynamic.soname,
+        init_functions=imports.init_functions,
+        versioned_imports=imports.versioned,
+        version_needs=versions.needs,
+        undefined=imports.undefined,
         python_symbols=tuple(python),
     )
