@@ -52,6 +52,7 @@ DT_VERSYM, DT_RELACOUNT, DT_RELCOUNT, DT_FLAGS_1 = 0x6FFFFFF0, 0x6FFFFFF9, 0x6FF
 DT_VERDEF, DT_VERDEFNUM, DT_VERNEED, DT_VERNEEDNUM = 0x6FFFFFFC, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
 DT_AUXILIARY, DT_FILTER = 0x7FFFFFFD, 0x7FFFFFFF
 DF_BIND_NOW = 0x8
+EM_386, EM_X86_64 = 3, 62
 DF_1_NOW, DF_1_NOOPEN, DF_1_PIE = 0x1, 0x40, 0x08000000
 
 _TAGS = {
@@ -338,7 +339,9 @@ def _check_code_and_got(layout: Layout, values: dict[int, int]) -> None:
         if load is None or not load.flags & PF_W:
             layout.fail(f"DT_PLTGOT ({values[DT_PLTGOT]:#x}) is not in a writable segment: the "
                         "loader writes there")
-        got = (layout.named(".got.plt") or layout.named(".got")) if layout.header.shstrndx else None
+        # Where DT_PLTGOT points is the machine's ABI; on x86 it is .got.plt (.got without one).
+        x86 = layout.header.machine in (EM_386, EM_X86_64) and layout.header.shstrndx
+        got = (layout.named(".got.plt") or layout.named(".got")) if x86 else None
         if got is not None and got.addr != values[DT_PLTGOT]:
             layout.fail(f"DT_PLTGOT ({values[DT_PLTGOT]:#x}) is not section {got.name} ({got.addr:#x})")
     for tag, flag in ((DT_TLSDESC_PLT, PF_X), (DT_TLSDESC_GOT, PF_W)):

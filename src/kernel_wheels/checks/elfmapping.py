@@ -214,6 +214,8 @@ def _check_mapped(layout: Layout, section: Section) -> None:
 
 
 def _check_tls_sections(layout: Layout) -> None:
+    """PT_TLS is the thread-local sections' image: the loader allocates p_memsz bytes per
+    thread (an absurd size aborts the process at the first access) and copies p_filesz."""
     sections = [s for s in layout.sections if s.flags & SHF_TLS and s.allocated and s.size]
     tls = layout.of_type(PT_TLS)
     if not sections:
@@ -222,12 +224,19 @@ def _check_tls_sections(layout: Layout) -> None:
         return
     if not tls:
         layout.fail("it has thread-local sections but no PT_TLS segment")
+    segment = tls[0]
     for section in sections:
-        if not tls[0].holds(section.addr, section.size, in_file=section.in_file) \
-                or (section.in_file and section.offset - section.addr != tls[0].offset - tls[0].vaddr) \
-                or (not section.in_file and section.addr < tls[0].vaddr + tls[0].filesz):
+        if not segment.holds(section.addr, section.size, in_file=section.in_file) \
+                or (section.in_file and section.offset - section.addr != segment.offset - segment.vaddr) \
+                or (not section.in_file and section.addr < segment.vaddr + segment.filesz):
             layout.fail(f"thread-local section {section.name or section.index} is not where its "
                         "PT_TLS segment says")
+    start = min(s.addr for s in sections)
+    image = max((s.addr + s.size for s in sections if s.in_file), default=start) - start
+    end = max(s.addr + s.size for s in sections) - start
+    if segment.vaddr != start or segment.filesz != image or segment.memsz > _up(end, max(segment.align, 1)):
+        layout.fail(f"its PT_TLS segment ({segment.filesz:#x} bytes in the file, {segment.memsz:#x} "
+                    f"in memory) is not its thread-local sections ({image:#x}, {end:#x})")
 
 
 def _check_same_place(layout: Layout, kind: int, section: Section | None, what: str) -> None:
@@ -254,8 +263,10 @@ def check_relro(layout: Layout, bind_now: bool) -> None:
             if section.type in _RELRO_TYPES or section.name == ".got" \
                     or section.name.startswith(_RELRO_PREFIXES):
                 continue
-            reserved = 3 * layout.header.word  # the loader's own words, written before protection
-            if section.name == ".got.plt" and (bind_now or end <= section.addr + reserved):
+            # The PLT's GOT: bound at load time with BIND_NOW; otherwise only the loader's own
+            # first three words, written before the protection, may lie under it.
+            reserved = 3 * layout.header.word
+            if section.name in (".got.plt", ".plt") and (bind_now or end <= section.addr + reserved):
                 continue
             layout.fail(f"its PT_GNU_RELRO segment makes writable section "
                         f"{section.name or section.index} read-only")
