@@ -49,9 +49,11 @@ TINY_SOURCE = r"""
 #include <string.h>
 static volatile int started;
 static char buffer[64];
-/* A constructor that only sets a flag: loading runs it, and it harms nothing. */
-__attribute__((constructor)) static void start(void) { started = 1; }
-int tiny_answer(void) { return 42 + started; }
+static __thread int calls = 1;  /* thread-local data: a PT_TLS segment to attack */
+static __thread char scratch[32];
+/* A constructor that only sets flags (one thread-local): loading runs it, it harms nothing. */
+__attribute__((constructor)) static void start(void) { started = calls++; scratch[0] = 1; }
+int tiny_answer(void) { return 42 + started + calls + scratch[0]; }
 const char *tiny_copy(const char *text) { strncpy(buffer, text, sizeof buffer - 1); return buffer; }
 void *PyInit__tiny(void) { return 0; }
 """
@@ -60,7 +62,8 @@ TINY_VERSIONS = "TINY_1.0 { global: tiny_answer; tiny_copy; PyInit__tiny; local:
 
 def build_tiny_library(folder: Path) -> Path:
     """``_tiny.abi3.so``: an extension module by name (PyInit__tiny), no dependency but
-    libc, with version definitions and needs (a version script and strncpy@GLIBC_2.2.5)."""
+    libc (and the loader, for thread-local data), with version definitions and needs (a
+    version script, strncpy@GLIBC_2.2.5) and a PT_TLS segment its constructor touches."""
     (folder / "tiny.c").write_text(TINY_SOURCE)
     (folder / "tiny.map").write_text(TINY_VERSIONS)
     subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", "_tiny.abi3.so", "tiny.c",

@@ -73,7 +73,7 @@ def _value(frame: Frame, name: str) -> int:
     return next(f.value for f in frame.fields if f.name == name)
 
 
-PT_LOAD, PT_DYNAMIC, PT_GNU_STACK, PT_GNU_RELRO = 1, 2, 0x6474E551, 0x6474E552
+PT_LOAD, PT_DYNAMIC, PT_TLS, PT_GNU_STACK, PT_GNU_RELRO = 1, 2, 7, 0x6474E551, 0x6474E552
 DT_NEEDED, DT_STRTAB, DT_SYMTAB, DT_INIT, DT_RELACOUNT = 1, 5, 6, 12, 0x6FFFFFF9
 
 
@@ -122,7 +122,7 @@ SHAPES: list[Shape] = [
      "not loaded"),
     ("program header table past the end", "tiny",
      lambda f: with_fields(f, {"e_phoff": len(f.data) - 56}),
-     "its program header table (9 entries at offset", "not loaded"),
+     "its program header table (10 entries at offset", "not loaded"),
     ("loadable segment past the end of the file", "tiny",  # the loader zero-fills past the end: SIGBUS
      lambda f: with_fields(f, {f"{_loads(f)[-1]}.p_filesz": len(f.data),
                                f"{_loads(f)[-1]}.p_memsz": len(f.data) + 0x100}),
@@ -142,6 +142,12 @@ SHAPES: list[Shape] = [
      "nonzero padding in its ELF identification", "not loaded"),
     ("OS ABI FreeBSD", "tiny", lambda f: with_fields(f, {"e_ident[EI_OSABI]": 9}), "OS ABI 9",
      "not loaded"),
+    ("128 GiB of zero-filled memory", "tiny",  # the loader's mmap fails unless memory is overcommitted
+     lambda f: with_fields(f, {f"{_loads(f)[-1]}.p_memsz": lambda x: x.value + (128 << 30)}),
+     "bytes of zero-filled memory", None),
+    ("thread-local block of 2**63 bytes", "tiny",  # the constructor's first access aborts
+     lambda f: with_fields(f, {f"{_phdr(f, PT_TLS)}.p_memsz": 1 << 63}),
+     "is not its thread-local sections", "not loaded"),
     ("PT_DYNAMIC outside every segment", "tiny",
      lambda f: with_fields(f, {f"{_phdr(f, PT_DYNAMIC)}.p_vaddr": 0x100000,
                                f"{_phdr(f, PT_DYNAMIC)}.p_offset": 0x100000}),
