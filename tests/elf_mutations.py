@@ -346,7 +346,7 @@ def base_of(name: str, so: Path, folder: Path, *, needs_torch: bool) -> Base:
     return Base(name, so, frame_of(so.read_bytes()), template_wheel(so, folder), needs_torch)
 
 
-def check_folder(folder: Path) -> tuple[dict[str, dict[str, object]], subprocess.CompletedProcess[str]]:
+def check_folder(folder: Path) -> tuple[dict[str, dict[str, Any]], subprocess.CompletedProcess[str]]:
     """``kernel-wheels check --json`` on every wheel of ``folder``, as a user runs it:
     {wheel file name: its report}."""
     proc = subprocess.run([sys.executable, "-m", "kernel_wheels", "check", "--json", "--jobs", "2",

@@ -74,7 +74,7 @@ def _value(frame: Frame, name: str) -> int:
 
 
 PT_LOAD, PT_DYNAMIC, PT_TLS, PT_GNU_STACK, PT_GNU_RELRO = 1, 2, 7, 0x6474E551, 0x6474E552
-DT_NEEDED, DT_STRTAB, DT_SYMTAB, DT_INIT, DT_RELACOUNT = 1, 5, 6, 12, 0x6FFFFFF9
+DT_STRTAB, DT_SYMTAB, DT_INIT, DT_RELACOUNT = 5, 6, 12, 0x6FFFFFF9
 
 
 def _defect(frame: Frame) -> bytes:
@@ -114,8 +114,9 @@ def _needed_path(frame: Frame) -> bytes:
 
 
 Shape = tuple[str, str, Callable[[Frame], bytes], str, str | None]
-#: (test id, base, how, the ElfError's reason, what the loader does with it: "loaded",
-#: "not loaded" (refused or crashed), or None where it depends on the glibc version)
+#: (test id, base, how, the ElfError's reason, what the system loader does with it: "not
+#: loaded" (refused, or crashed), or None where that depends on the glibc version, the
+#: machine's memory or what lies past a table)
 SHAPES: list[Shape] = [
     ("phoff near the end, 0xffff entries", "tiny", _defect, "65535 program headers", "not loaded"),
     ("phoff near the end, 0xffff entries (extension)", "extension", _defect, "65535 program headers",

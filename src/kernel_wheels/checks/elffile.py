@@ -109,36 +109,45 @@ def _guarded_read(buffer: mmap.mmap | bytes, arcname: str) -> ElfInfo:
 
 def _read(buffer: mmap.mmap | bytes, arcname: str) -> ElfInfo:
     layout = Layout(buffer, arcname)
+    dynamic = _checked_frame(layout)
+    dynsym, symtab = _symbol_tables(layout, dynamic)
+    versions = read_versions(layout, dynamic, dynsym.rows if dynsym else [])
+    # abi3audit's rule: in a GCC-built object STB_LOOS means STB_GNU_UNIQUE, a local kind.
+    comment = layout.named(".comment") if layout.header.shstrndx else None
+    gnu_unique_is_local = comment is not None and b"GCC" in layout.section_bytes(comment)
+    python = [symbol for table in (dynsym, symtab) if table is not None
+              for symbol in _python_symbols(layout, table, gnu_unique_is_local)]
+    imports = _dynamic_imports(layout, dynsym, versions) if dynsym is not None else _Imports()
+    return _info(arcname, layout, dynamic, versions, imports, python)
+
+
+def _checked_frame(layout: Layout) -> Dynamic:
+    """Segments, sections and dynamic entries, checked against the file and each other."""
     check_segments(layout)
     check_sections(layout)
     dynamic = read_dynamic(layout)
     check_relro(layout, dynamic.bind_now)
+    return dynamic
+
+
+def _symbol_tables(layout: Layout, dynamic: Dynamic) -> tuple[SymbolTable | None, SymbolTable | None]:
+    """(the dynamic symbols, the static symbols' Python ones), with the tables the loader
+    looks symbols up through and the entry points it calls checked against them."""
     dynsym_section = layout.first(SHT_DYNSYM)
     dynsym = read_symbols(layout, dynsym_section) if dynsym_section is not None else None
     if dynsym is not None:
         check_dynamic_symbols(layout, dynsym)
     check_hash_tables(layout, layout.first(SHT_HASH), layout.first(SHT_GNU_HASH),
                       len(dynsym.rows) if dynsym else 0)
-    versions = read_versions(layout, dynamic, dynsym.rows if dynsym else [])
     symtab_section = layout.first(SHT_SYMTAB)
     symtab = read_symbols(layout, symtab_section, python_only=True) if symtab_section else None
     entry_points = {name: dynamic.values[tag] for name, tag in ((".init", DT_INIT), (".fini", DT_FINI))
                     if tag in dynamic.values}
     check_entry_points(layout, entry_points, [t for t in (dynsym, symtab) if t is not None])
-    # abi3audit's rule: in a GCC-built object STB_LOOS means STB_GNU_UNIQUE, a local kind.
-    comment = layout.named(".comment") if layout.header.shstrndx else None
-    gnu_unique_is_local = comment is not None and b"GCC" in layout.section_bytes(comment)
-    python: list[PythonSymbol] = []
-    imports = _Imports()
-    if dynsym is not None:
-        imports = _dynamic_imports(layout, dynsym, versions)
-        python += _python_symbols(layout, dynsym, gnu_unique_is_local)
-    if symtab is not None:
-        python += _python_symbols(layout, symtab, gnu_unique_is_local)
-    return _info(arcname, layout, dynamic, versions, imports, python)
+    return dynsym, symtab
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Imports:
     init_functions: frozenset[str] = frozenset()
     undefined: frozenset[str] = frozenset()

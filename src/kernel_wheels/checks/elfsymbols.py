@@ -56,7 +56,7 @@ def read_symbols(layout: Layout, section: Section, *, python_only: bool = False)
     if section.info > count:
         layout.fail(f"{what} says its first global symbol is {section.info} of {count}")
     names = words_of(layout, raw, "I")[0::entsize // 4]  # st_name leads every entry
-    if names and max(names) >= max(len(strings), 1):
+    if names and max(names) >= len(strings):
         layout.fail(f"{what} has a symbol name outside its string table ({max(names):#x})")
     entry = struct.Struct(layout.header.order + ("IBBHQQ" if is64 else "IIIBBH"))
     if not python_only:
