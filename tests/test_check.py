@@ -112,7 +112,7 @@ def test_glibc_232_symbol_is_named_and_auto_finds_2_34(bad_binaries: dict[str, P
     code, out = check_cli(wheel)
     assert code == 1
     assert ("tagged manylinux_2_28_x86_64 but the binaries need manylinux_2_34_x86_64: "
-            "GLIBC_2.32: __libc_single_threaded in img2gray/_plain_ext.abi3.so") in out
+            "GLIBC_2.32: __libc_single_threaded in img2gray/torch213-cxx11-cpu-x86_64-linux/_plain_ext.abi3.so") in out
     # to-wheel refuses to write it, and names the honest tag
     source = tmp_path / "img2gray"
     proc = run_cli("to-wheel", source, "1.0.0", "-o", tmp_path / "checked", check=False)
@@ -133,7 +133,7 @@ def test_auto_lowers_the_tag_of_the_sample(kernel_repo: Path, tmp_path: Path) ->
 def test_pybind11_and_libtorch_python_fail(bad_binaries: dict[str, Path], tmp_path: Path) -> None:
     code, out = check_cli(wheel_of(bad_binaries["pybind11"], tmp_path))
     assert code == 1
-    assert "img2gray/_pyb_ext.abi3.so links libtorch_python.so: libtorch_python ties the kernel" in out
+    assert "img2gray/torch213-cxx11-cpu-x86_64-linux/_pyb_ext.abi3.so links libtorch_python.so: libtorch_python ties the kernel" in out
     assert re.search(r"_pyb_ext\.abi3\.so uses Py\w+, which is not in the stable ABI", out)
 
 
@@ -151,26 +151,26 @@ def test_limited_api_310_in_cp39_wheel_fails(bad_binaries: dict[str, Path], tmp_
 def test_aarch64_binary_in_x86_64_wheel_fails(foreign_binaries: dict[str, Path], tmp_path: Path) -> None:
     code, out = check_cli(wheel_of(foreign_binaries["linux-aarch64"], tmp_path))
     assert code == 1
-    assert "img2gray/ext_aarch64.so is AARCH64 but the wheel is tagged x86_64" in out
+    assert "img2gray/torch213-cxx11-cpu-x86_64-linux/ext_aarch64.so is AARCH64 but the wheel is tagged x86_64" in out
 
 
 def test_member_changed_after_record_fails(sample_wheels: list[Path], tmp_path: Path) -> None:
     wheel = next(w for w in sample_wheels if w.name == CPU_WHEEL)
-    tampered = rewrite(wheel, tmp_path / CPU_WHEEL, {"img2gray/_ops.py": b"import os\n"},
+    tampered = rewrite(wheel, tmp_path / CPU_WHEEL, {f"img2gray/{LINUX_VARIANT}/_ops.py": b"import os\n"},
                        update_record=False)
     code, out = check_cli(tampered)
     assert code == 1
-    assert "img2gray/_ops.py: its sha256 differs from RECORD's" in out
+    assert "img2gray/torch213-cxx11-cpu-x86_64-linux/_ops.py: its sha256 differs from RECORD's" in out
 
 
 def test_file_differing_from_metadata_digest_fails(sample_wheels: list[Path], tmp_path: Path) -> None:
     """RECORD rewritten to match, so only metadata.json's digest can tell."""
     wheel = next(w for w in sample_wheels if w.name == CPU_WHEEL)
-    tampered = rewrite(wheel, tmp_path / CPU_WHEEL, {"img2gray/_ops.py": b"import os\n"},
+    tampered = rewrite(wheel, tmp_path / CPU_WHEEL, {f"img2gray/{LINUX_VARIANT}/_ops.py": b"import os\n"},
                        update_record=True)
     code, out = check_cli(tampered)
     assert code == 1
-    assert "[digest] img2gray/_ops.py differs from its metadata.json digest" in out
+    assert "[digest] img2gray/torch213-cxx11-cpu-x86_64-linux/_ops.py differs from its metadata.json digest" in out
     assert "[record]" not in out
 
 
@@ -180,7 +180,7 @@ def test_tampered_variant_folder_is_refused_by_to_wheel(cpu_build: Path, tmp_pat
     (variant / "_ops.py").write_text((variant / "_ops.py").read_text() + "# changed\n")
     proc = run_cli("to-wheel", tmp_path / "img2gray", "1.0.0", "-o", tmp_path / "out", check=False)
     assert proc.returncode == 1
-    assert "img2gray/_ops.py differs from its metadata.json digest" in proc.stderr
+    assert "img2gray/torch213-cxx11-cpu-x86_64-linux/_ops.py differs from its metadata.json digest" in proc.stderr
 
 
 def test_metadata_version_differing_from_file_name_fails(sample_wheels: list[Path], tmp_path: Path) -> None:
@@ -250,11 +250,11 @@ def test_check_usage_errors(tmp_path: Path) -> None:
 def test_rpath_outside_the_wheel_fails(bad_binaries: dict[str, Path], tmp_path: Path) -> None:
     code, out = check_cli(wheel_of(bad_binaries["rpath"], tmp_path))
     assert code == 1
-    assert "img2gray/_rpath_ext.abi3.so has RPATH/RUNPATH /opt/build/lib, which points outside the wheel" in out
+    assert "img2gray/torch213-cxx11-cpu-x86_64-linux/_rpath_ext.abi3.so has RPATH/RUNPATH /opt/build/lib, which points outside the wheel" in out
 
 
 def test_extension_without_pyinit_fails(bad_binaries: dict[str, Path], tmp_path: Path) -> None:
     code, out = check_cli(wheel_of(bad_binaries["noinit"], tmp_path))
     assert code == 1
-    assert "img2gray/_noinit.abi3.so is an extension module without PyInit__noinit" in out
+    assert "img2gray/torch213-cxx11-cpu-x86_64-linux/_noinit.abi3.so is an extension module without PyInit__noinit" in out
     assert "RPATH" not in out  # $ORIGIN/../img2gray.libs stays inside the wheel

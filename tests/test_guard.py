@@ -147,27 +147,37 @@ def test_noarch_wheels_have_no_guard(matrix_folder: Path, tmp_path: Path) -> Non
     for wheel in tmp_path.glob("*.whl"):
         with zipfile.ZipFile(wheel) as zf:
             assert not any("_kernel_wheels_guard" in n for n in zf.namelist()), wheel.name
-        assert "added_by_kernel_wheels" not in json.loads(read_member(wheel, "kernel_wheels.json"))
+            assert b"_kernel_wheels_guard" not in zf.read("img2gray/__init__.py")
+        added = json.loads(read_member(wheel, "kernel_wheels.json"))["added_by_kernel_wheels"]
+        assert added == {"loader": "img2gray/__init__.py"}
 
 
-def test_check_verifies_init_against_the_kernel_digest(cpu_wheel: Path, tmp_path: Path) -> None:
+def test_check_verifies_the_kernel_files_against_their_digest(cpu_wheel: Path, tmp_path: Path) -> None:
+    """The kernel's own __init__.py is carried unchanged (the guard lives in the loader
+    beside it); changed (RECORD updated to hide it), the kernel's digest still catches it."""
     assert run_cli("check", cpu_wheel).returncode == 0
-    # __init__.py changed beyond the recorded line (RECORD updated to hide it): the
-    # kernel's own digest still catches it.
+    kernel_init = f"img2gray/{CPU}/__init__.py"
     tampered = tmp_path / cpu_wheel.name
     with zipfile.ZipFile(cpu_wheel) as src, zipfile.ZipFile(tampered, "w") as dst:
-        init = src.read("img2gray/__init__.py") + b"import os\n"
+        init = src.read(kernel_init) + b"import os\n"
         digest = base64.urlsafe_b64encode(hashlib.sha256(init).digest()).rstrip(b"=").decode()
         for info in src.infolist():
             data = src.read(info.filename)
-            if info.filename == "img2gray/__init__.py":
+            if info.filename == kernel_init:
                 data = init
             elif info.filename.endswith("RECORD"):
-                rows = [row if not row.startswith("img2gray/__init__.py,")
-                        else f"img2gray/__init__.py,sha256={digest},{len(init)}"
+                rows = [row if not row.startswith(kernel_init + ",")
+                        else f"{kernel_init},sha256={digest},{len(init)}"
                         for row in data.decode().splitlines()]
                 data = ("\n".join(rows) + "\n").encode()
             dst.writestr(zipfile.ZipInfo(info.filename, info.date_time), data)
     proc = run_cli("check", tampered, check=False)
     assert proc.returncode == 1
-    assert "fail: [digest] img2gray/__init__.py differs from its metadata.json digest" in proc.stdout
+    assert f"fail: [digest] {kernel_init} differs from its metadata.json digest" in proc.stdout
+
+
+def test_the_guard_is_beside_the_kernel_not_in_it(cpu_wheel: Path, cpu_build: Path) -> None:
+    with zipfile.ZipFile(cpu_wheel) as zf:
+        assert zf.read(f"img2gray/{CPU}/__init__.py") == (cpu_build / "__init__.py").read_bytes()
+        loader = zf.read("img2gray/__init__.py").decode()
+    assert "from . import _kernel_wheels_guard" in loader and CPU in loader

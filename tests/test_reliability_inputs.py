@@ -244,8 +244,8 @@ def test_symlink_inside_the_source_is_packed(cpu_build: Path, tmp_path: Path, as
     out = tmp_path / "out"
     run_cli("to-wheel", root, "1.0.0", "-o", out)
     with zipfile.ZipFile(out / CPU_WHEEL_1) as zf:
-        assert zf.read("img2gray/ops_alias.py") == (cpu_build / "_ops.py").read_bytes()
-        assert zf.read("img2gray/LICENSE") == b"Apache-2.0 text\n"
+        assert zf.read(f"img2gray/{CPU}/ops_alias.py") == (cpu_build / "_ops.py").read_bytes()
+        assert zf.read(f"img2gray/{CPU}/LICENSE") == b"Apache-2.0 text\n"
     tally("inputs", inputs=1)
 
 
@@ -262,9 +262,9 @@ def test_git_attributes_neither_drop_nor_change_files(cpu_build: Path, tmp_path:
     run_cli("to-wheel", root, "1.0.0", "-o", out)
     with zipfile.ZipFile(out / CPU_WHEEL_1) as zf:
         so = next(cpu_build.glob("*.so"))
-        assert zf.read(f"img2gray/{so.name}") == so.read_bytes()
-        assert zf.read("img2gray/version.txt") == b"$Format:%H$\n"
-        assert zf.read("img2gray/text.txt") == b"line\n"
+        assert zf.read(f"img2gray/{CPU}/{so.name}") == so.read_bytes()
+        assert zf.read(f"img2gray/{CPU}/version.txt") == b"$Format:%H$\n"
+        assert zf.read(f"img2gray/{CPU}/text.txt") == b"line\n"
     tally("inputs", inputs=1)
 
 
@@ -289,7 +289,7 @@ def test_hard_links_are_packed_as_files(cpu_build: Path, tmp_path: Path) -> None
     os.link(variant / "_ops.py", variant / "_ops_again.py")
     run_cli("to-wheel", root, "1.0.0", "-o", tmp_path / "out")
     with zipfile.ZipFile(tmp_path / "out" / CPU_WHEEL_1) as zf:
-        assert zf.read("img2gray/_ops_again.py") == zf.read("img2gray/_ops.py") == \
+        assert zf.read(f"img2gray/{CPU}/_ops_again.py") == zf.read(f"img2gray/{CPU}/_ops.py") == \
             (cpu_build / "_ops.py").read_bytes()
     tally("inputs", inputs=1)
 
@@ -320,9 +320,9 @@ def test_fifty_thousand_tiny_files(cpu_build: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     run_cli("to-wheel", root, "1.0.0", "-o", out)
     names = members(out / CPU_WHEEL_1)
-    assert sum(n.startswith("img2gray/tables/") for n in names) == 50_000
+    assert sum(n.startswith(f"img2gray/{CPU}/tables/") for n in names) == 50_000
     with zipfile.ZipFile(out / CPU_WHEEL_1) as zf:
-        assert zf.read("img2gray/tables/t42/123.txt") == b"%d\n" % (42 * 500 + 123)
+        assert zf.read(f"img2gray/{CPU}/tables/t42/123.txt") == b"%d\n" % (42 * 500 + 123)
     assert run_cli("check", out / CPU_WHEEL_1).returncode == 0
     tally("inputs", inputs=1)
 
@@ -354,25 +354,25 @@ def test_a_4_gib_sparse_file_is_streamed_into_a_zip64_wheel(cpu_build: Path, tmp
     assert 10 * 1024 < peak < 300 * 1024, f"peak memory {peak} KiB"  # streamed, not held
     wheel = out / CPU_WHEEL_1
     with zipfile.ZipFile(wheel) as zf:
-        assert zf.getinfo("img2gray/weights.bin").file_size == size
+        assert zf.getinfo(f"img2gray/{CPU}/weights.bin").file_size == size
     check = run_cli("check", wheel)
     assert check.stdout.startswith(f"PASS {CPU_WHEEL_1}")
     listing = subprocess.run(["unzip", "-l", str(wheel)], capture_output=True, text=True, check=True)
-    assert f"{size}  " in listing.stdout and "img2gray/weights.bin" in listing.stdout
-    tested = subprocess.run(["unzip", "-tq", str(wheel), "img2gray/weights.bin"], capture_output=True, text=True)
+    assert f"{size}  " in listing.stdout and f"img2gray/{CPU}/weights.bin" in listing.stdout
+    tested = subprocess.run(["unzip", "-tq", str(wheel), f"img2gray/{CPU}/weights.bin"], capture_output=True, text=True)
     assert tested.returncode == 0 and "No errors detected" in tested.stdout
     tally("inputs", inputs=1)
 
 
 @pytest.mark.parametrize("damage, finding", [
-    ("truncated", "[elf] img2gray/{so} is truncated (a header lies past the end of the file)"),
-    ("wrong magic", "[binary] img2gray/{so} is not an ELF, Mach-O or PE binary"),
-    ("empty", "[binary] img2gray/{so} is not an ELF, Mach-O or PE binary"),
+    ("truncated", "[elf] img2gray/{variant}/{so} is truncated (a header lies past the end of the file)"),
+    ("wrong magic", "[binary] img2gray/{variant}/{so} is not an ELF, Mach-O or PE binary"),
+    ("empty", "[binary] img2gray/{variant}/{so} is not an ELF, Mach-O or PE binary"),
 ])
 def test_a_so_that_is_not_a_valid_elf(cpu_build: Path, tmp_path: Path, damage: str, finding: str) -> None:
     root, variant = kernel(tmp_path, cpu_build, metadata=False)
     so = next(variant.glob("*.so"))
-    finding = finding.format(so=so.name)  # the name carries the sample source's hash
+    finding = finding.format(variant=CPU, so=so.name)  # the name carries the sample source's hash
     data = so.read_bytes()
     so.write_bytes({"truncated": data[:2000], "wrong magic": b"\x7fELG" + data[4:], "empty": b""}[damage])
     out = tmp_path / "out"
@@ -385,8 +385,8 @@ def test_a_so_that_is_not_a_valid_elf(cpu_build: Path, tmp_path: Path, damage: s
 
 
 def test_every_file_is_packed_or_left_out_by_name(cpu_build: Path, tmp_path: Path) -> None:
-    """Every file of a variant ends up in the wheel, or in the "left out by design" line
-    (byte-code caches, the flat layout's compatibility package): nothing else goes missing."""
+    """Every file of a variant ends up in the wheel's copy of the variant folder, or in the
+    "left out" line (byte-code caches only): nothing else goes missing."""
     root, variant = kernel(tmp_path, cpu_build)
     (variant / "data" / "deep" / "deeper").mkdir(parents=True)
     files = {
@@ -404,17 +404,17 @@ def test_every_file_is_packed_or_left_out_by_name(cpu_build: Path, tmp_path: Pat
         (variant / name).write_bytes(data)
     redigest(variant)
     proc = run_cli("to-wheel", root, "1.0.0", "-o", tmp_path / "out")
-    left_out = sorted(["__pycache__/_ops.cpython-311.pyc", "img2gray/__init__.py", "stale.pyc"])
-    assert (f"build/{CPU}: 3 files left out by design (compatibility sub-package, byte-code caches): "
-            f"{', '.join(left_out)}") in proc.stderr.splitlines()
+    left_out = sorted(["__pycache__/_ops.cpython-311.pyc", "stale.pyc"])
+    assert (f"build/{CPU}: 2 byte-code cache files left out: {', '.join(left_out)}"
+            in proc.stderr.splitlines())
     on_disk = sorted(p.relative_to(variant).as_posix() for p in variant.rglob("*") if p.is_file())
-    packed = sorted(n.removeprefix("img2gray/") for n in members(tmp_path / "out" / CPU_WHEEL_1)
-                    if n.startswith("img2gray/") and n != "img2gray/_kernel_wheels_guard.py")
-    assert packed == sorted(set(on_disk) - set(left_out))
+    packed = sorted(n.removeprefix(f"img2gray/{CPU}/") for n in members(tmp_path / "out" / CPU_WHEEL_1)
+                    if n.startswith(f"img2gray/{CPU}/"))
+    assert packed == sorted(set(on_disk) - set(left_out))  # the compatibility package too
     with zipfile.ZipFile(tmp_path / "out" / CPU_WHEEL_1) as zf:
         for name, data in files.items():
             if name not in left_out:
-                assert zf.read(f"img2gray/{name}") == data, name
+                assert zf.read(f"img2gray/{CPU}/{name}") == data, name
     tally("inputs", inputs=1)
 
 
@@ -479,9 +479,9 @@ def test_unknown_python_depends_is_an_error(cpu_build: Path, tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("tamper, finding", [
-    ("mismatch", "[digest] img2gray/_ops.py differs from its metadata.json digest"),
+    ("mismatch", f"[digest] img2gray/{CPU}/_ops.py differs from its metadata.json digest"),
     ("entry for a missing file", "[digest] gone.py is in metadata.json's digest but not in the wheel"),
-    ("file with no entry", "[digest] img2gray/extra.py is not covered by metadata.json's digest"),
+    ("file with no entry", f"[digest] img2gray/{CPU}/extra.py is not covered by metadata.json's digest"),
 ])
 def test_metadata_digest_problems(cpu_build: Path, tmp_path: Path, tamper: str, finding: str) -> None:
     """to-wheel writes nothing; a wheel made anyway (--no-check) fails `check`."""

@@ -38,7 +38,7 @@ HOSTILE_PATHS = [
     f"build\\{VARIANT}\\x.py", f"build/{VARIANT}/" + "y" * 300, "", ".", "..", "build",
     f"build/{VARIANT}/kernel/__init__.py/inner", f"build/{VARIANT}/\nx", "README.md",
 ]
-HOSTILE_COMMITS = ["../../../../outside/snap", "/tmp/kw-fuzz-snap", COMMIT.upper(), COMMIT[:39],
+HOSTILE_COMMITS = ["../../../../outside/snap", "/outside/snap", COMMIT.upper(), COMMIT[:39],
                    COMMIT + "0", "", "main", None, 12, [], {}, COMMIT[:20] + "/" + COMMIT[21:]]
 HOSTILE_REFS = ["../../../../outside/ref", "v1..2", ".hidden", "a.lock", "a//b", "x\n", "", "/abs",
                 "refs/../../x", "v1.0.0/..", None, 3]
@@ -203,7 +203,6 @@ def test_no_hub_answer_crashes_escapes_or_leaks(hubs: tuple[HostileHub, HostileH
         assert not (outside / "victim").is_symlink() and (outside / "victim").read_bytes() == PRECIOUS
         assert {p.name for p in tmp_path.iterdir()} <= {"outside"} | {p.name for p in tmp_path.glob("run-*")}
         assert all(auth is None for _, auth in elsewhere.requests), elsewhere.requests
-        assert not Path("/tmp/kw-fuzz-snap").exists()
         shutil.rmtree(world)
 
     one_conversion()

@@ -21,6 +21,7 @@ from wheel.wheelfile import WheelFile
 
 from conftest import MATRIX
 from helpers import UV, make_venv, read_member, run_cli, torch_wheel
+from kernel_wheels import __version__
 from test_variants import CONTRACT
 
 CPU_WHEEL = "img2gray-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
@@ -67,7 +68,7 @@ def test_sample_metadata(repo_wheels: Path) -> None:
     assert "Release 1.1.2." in meta.description and "license:" not in meta.description
     assert meta.description_content_type == "text/markdown"
     wheel = read_member(repo_wheels / CPU_WHEEL, ".dist-info/WHEEL")
-    assert wheel.splitlines() == ["Wheel-Version: 1.0", "Generator: kernel-wheels 0.1.0",
+    assert wheel.splitlines() == ["Wheel-Version: 1.0", f"Generator: kernel-wheels {__version__}",
                                   "Root-Is-Purelib: false", "Tag: cp39-abi3-manylinux_2_28_x86_64"]
 
 
@@ -85,25 +86,23 @@ def test_sample_provenance(repo_wheels: Path, kernel_repo: Path) -> None:
 
 
 def test_wheel_contents_are_the_variant_files(repo_wheels: Path, cpu_build: Path) -> None:
+    variant = cpu_build.name
     with zipfile.ZipFile(repo_wheels / CPU_WHEEL) as zf:
         package = sorted(n for n in zf.namelist() if n.startswith("img2gray/"))
-        so = next(cpu_build.glob("*.so")).name
-        # flat layout moved under img2gray/; the compatibility sub-package left out; the
-        # import guard added
-        assert package == sorted(["img2gray/__init__.py", "img2gray/_ops.py", f"img2gray/{so}",
-                                  "img2gray/metadata.json", "img2gray/_kernel_wheels_guard.py"])
-        for name in package:
-            if name.endswith(("__init__.py", "_kernel_wheels_guard.py")):
-                continue
-            assert zf.read(name) == (cpu_build / name.split("/", 1)[1]).read_bytes()
-        # __init__.py is the kernel's own with one line inserted, recorded in the provenance
-        added = json.loads(zf.read(next(n for n in zf.namelist() if n.endswith("kernel_wheels.json"))))
-        change = added["added_by_kernel_wheels"]["modified"]["img2gray/__init__.py"]
-        lines = zf.read("img2gray/__init__.py").decode().splitlines(keepends=True)
-        assert lines.pop(change["inserted_line"]) == change["text"]
-        assert "".join(lines) == (cpu_build / "__init__.py").read_text()
+        # the variant folder whole and unchanged (compatibility sub-package and metadata.json
+        # included), the loader and the import guard beside it
+        on_disk = sorted(p.relative_to(cpu_build).as_posix() for p in cpu_build.rglob("*") if p.is_file())
+        assert package == sorted([*(f"img2gray/{variant}/{name}" for name in on_disk),
+                                  "img2gray/__init__.py", "img2gray/_kernel_wheels_guard.py"])
+        for name in on_disk:
+            assert zf.read(f"img2gray/{variant}/{name}") == (cpu_build / name).read_bytes(), name
+        record = json.loads(zf.read(next(n for n in zf.namelist() if n.endswith("kernel_wheels.json"))))
+        assert record["wheel_layout"] == 2 and record["variant_folder"] == f"img2gray/{variant}"
+        assert record["added_by_kernel_wheels"] == {"loader": "img2gray/__init__.py",
+                                                    "import_guard": "img2gray/_kernel_wheels_guard.py"}
         modes = {i.filename: (i.external_attr >> 16) & 0o777 for i in zf.infolist()}
-        assert modes[f"img2gray/{so}"] == 0o755 and modes["img2gray/__init__.py"] == 0o644
+        so = next(cpu_build.glob("*.so")).name
+        assert modes[f"img2gray/{variant}/{so}"] == 0o755 and modes["img2gray/__init__.py"] == 0o644
 
 
 @pytest.mark.parametrize("variant", sorted(MATRIX))
@@ -125,8 +124,10 @@ def test_matrix_row(matrix_wheels: Path, variant: str) -> None:
     layout, _ = MATRIX[variant]
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
-        assert "img2gray/__init__.py" in names
-        assert not any(n.startswith("img2gray/img2gray/") for n in names)  # compat left out
+        assert "img2gray/__init__.py" in names  # the loader
+        kernel_init = f"img2gray/{variant}/__init__.py" if layout == "flat" else \
+            f"img2gray/{variant}/img2gray/__init__.py"
+        assert kernel_init in names
         record = list(csv.reader(io.StringIO(zf.read(next(n for n in names if n.endswith("RECORD"))).decode())))
     assert sorted(row[0] for row in record) == sorted(names)
     for row in record:
@@ -186,7 +187,7 @@ def test_cpu_wheel_installs_and_runs(installer: str, repo_wheels: Path, torch_fi
     run = subprocess.run([str(python), "-c", RUN_OP, str(Path(__file__).parent)],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    assert "site-packages/img2gray/__init__.py" in run.stdout
+    assert "site-packages/img2gray/torch213-cxx11-cpu-x86_64-linux/__init__.py" in run.stdout
     torch_version = subprocess.run([str(python), "-c", "import torch; print(torch.__version__)"],
                                    capture_output=True, text=True).stdout.strip()
     assert torch_version == "2.13.0+cpu"  # the install did not replace the user's torch

@@ -1,14 +1,15 @@
-"""metadata.json digests against the files actually packed (tampering after the build)."""
+"""metadata.json digests against the files actually packed (tampering after the build).
+
+The variant folder is carried unchanged (wheel layout 2, :mod:`kernel_wheels.wheel.loader`),
+so it is checked against its digest both ways: every digested file is there and equal,
+and nothing else is in the folder."""
 
 from __future__ import annotations
 
 import base64
-import hashlib
 from typing import Any
 
 from ..kernel.digest import NOT_DIGESTED, is_digested
-from ..kernel.layout import wheel_arcname
-from ..wheel.guard import remove_guard_line
 from .facts import WheelFacts
 from .report import Finding, Status
 
@@ -17,8 +18,6 @@ def check_digests(facts: WheelFacts) -> list[Finding]:
     provenance = facts.provenance
     if not provenance or not isinstance(provenance.get("metadata_json"), dict):
         return []
-    module = str(provenance.get("module"))
-    kind = str(provenance.get("layout"))
     digest = provenance["metadata_json"].get("digest")
     if not isinstance(digest, dict) or not isinstance(digest.get("files"), dict) \
             or not digest["files"]:
@@ -28,49 +27,38 @@ def check_digests(facts: WheelFacts) -> list[Finding]:
                         f"digest algorithm {digest.get('algorithm')} is not checked")]
     raw_added = provenance.get("added_by_kernel_wheels")
     added: dict[str, Any] = raw_added if isinstance(raw_added, dict) else {}
-    raw_modified = added.get("modified")
-    modified: dict[str, Any] = raw_modified if isinstance(raw_modified, dict) else {}
+    if provenance.get("wheel_layout") != 2:
+        return [Finding("digest", Status.NOT_VERIFIED,
+                        "made by kernel-wheels 0.1, whose layout this version does not verify")]
+    return _check_variant_folder(facts, str(provenance.get("variant_folder")), digest["files"],
+                                 {str(v) for v in added.values()})
+
+
+def _check_variant_folder(facts: WheelFacts, folder: str, expected: dict[str, str],
+                          added: set[str]) -> list[Finding]:
+    """The variant folder is carried unchanged (wheel layout 2): every digested file is
+    there with its digest, nothing else is in the folder but metadata.json and its
+    signature, and beside it only what kernel-wheels says it added."""
     findings = []
-    expected_arcnames = set()
-    for relpath, expected in sorted(digest["files"].items()):
-        arcname = wheel_arcname(relpath, kind, module)
-        if arcname is None:
-            continue  # not packed by design (the flat layout's compatibility sub-package)
-        expected_arcnames.add(arcname)
-        actual = facts.hashes.get(arcname)
-        if arcname in modified and actual is not None:
-            actual = _original_hash(facts, arcname, modified[arcname])
-            if actual is None:
-                findings.append(Finding("digest", Status.FAIL,
-                                        f"{arcname} differs from its original by more than the "
-                                        "line kernel-wheels records inserting"))
-                continue
+    for relpath, want in sorted(expected.items()):
+        actual = facts.hashes.get(f"{folder}/{relpath}")
         if actual is None:
             findings.append(Finding("digest", Status.FAIL,
                                     f"{relpath} is in metadata.json's digest but not in the wheel"))
-        elif base64.b64encode(actual).decode("ascii") != expected:
+        elif base64.b64encode(actual).decode("ascii") != want:
             findings.append(Finding("digest", Status.FAIL,
-                                    f"{arcname} differs from its metadata.json digest"))
+                                    f"{folder}/{relpath} differs from its metadata.json digest"))
+    module = folder.split("/", 1)[0]
     for arcname in sorted(facts.hashes):
-        if not arcname.startswith(module + "/"):
-            continue
-        relpath = arcname[len(module) + 1:] if kind == "flat" else arcname
-        if arcname == added.get("import_guard"):
-            continue  # added by kernel-wheels, and said so in the provenance record
-        if arcname not in expected_arcnames and is_digested(relpath) \
-                and relpath.rsplit("/", 1)[-1] not in NOT_DIGESTED:
+        if arcname.startswith(folder + "/"):
+            relpath = arcname[len(folder) + 1:]
+            if relpath not in expected and is_digested(relpath) and relpath not in NOT_DIGESTED:
+                findings.append(Finding("digest", Status.FAIL,
+                                        f"{arcname} is not covered by metadata.json's digest"))
+        elif arcname.startswith(module + "/") and arcname not in added:
             findings.append(Finding("digest", Status.FAIL,
-                                    f"{arcname} is not covered by metadata.json's digest"))
+                                    f"{arcname} is neither the kernel's nor added by kernel-wheels"))
     if not findings:
         findings.append(Finding("digest", Status.PASS,
-                                f"{len(expected_arcnames)} files match metadata.json's digest"))
+                                f"{len(expected)} files match metadata.json's digest"))
     return findings
-
-
-def _original_hash(facts: WheelFacts, arcname: str, record: object) -> bytes | None:
-    """sha256 of a file as the kernel shipped it, before the import guard line went in."""
-    content = facts.contents.get(arcname)
-    if content is None or not isinstance(record, dict):
-        return None
-    original = remove_guard_line(content, record)
-    return hashlib.sha256(original).digest() if original is not None else None

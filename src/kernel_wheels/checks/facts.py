@@ -29,16 +29,11 @@ BINARY_SUFFIXES = (".so", ".dylib", ".dll", ".pyd")
 _TEXTS = ("METADATA", "WHEEL", PROVENANCE_FILE)
 _CHUNK = 1 << 20
 _MAX_TEXT = 16 << 20  # a METADATA or provenance record larger than this is not read
-_MAX_KEPT = 1 << 20  # an __init__.py larger than this is not kept whole
 _BINARY_IN_MEMORY = 16 << 20  # binaries up to this size are checked from memory
 #: What reading a damaged archive or member raises (a bad deflate stream is zlib.error,
 #: an unknown zip version NotImplementedError, an encrypted member RuntimeError).
 UNREADABLE = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError,
               zlib.error, NotImplementedError, RuntimeError)
-
-
-def _keep_content(name: str, size: int) -> bool:
-    return name.rsplit("/", 1)[-1] == "__init__.py" and size <= _MAX_KEPT
 
 
 def is_binary_name(name: str) -> bool:
@@ -65,9 +60,6 @@ class WheelFacts:
     findings: list[Finding] = field(default_factory=list)
     #: The wheel file itself.
     path: Path | None = None
-    #: Contents of the small members a check may need whole (``__init__.py`` files,
-    #: where kernel-wheels inserts its import guard).
-    contents: dict[str, bytes] = field(default_factory=dict)
 
     @property
     def provenance(self) -> dict[str, Any] | None:
@@ -134,7 +126,6 @@ def read_wheel_facts(path: Path, filename: str, scratch: Callable[[], Path],
             size = 0
             keep_text = facts.dist_info is not None and name.startswith(facts.dist_info + "/") \
                 and name.rsplit("/", 1)[-1] in _TEXTS and info.file_size <= _MAX_TEXT
-            keep_content = _keep_content(name, info.file_size)
             binary = is_binary_name(name)
             in_memory = binary and info.file_size <= _BINARY_IN_MEMORY
             text = bytearray()
@@ -150,7 +141,7 @@ def read_wheel_facts(path: Path, filename: str, scratch: Callable[[], Path],
                             size += len(chunk)
                             if out is not None:
                                 out.write(chunk)
-                            if keep_text or keep_content or in_memory:
+                            if keep_text or in_memory:
                                 text += chunk
                     finally:
                         if out is not None:
@@ -165,8 +156,6 @@ def read_wheel_facts(path: Path, filename: str, scratch: Callable[[], Path],
                 facts.binaries[name] = bytes(text)
             if keep_text:
                 facts.texts[name.rsplit("/", 1)[-1]] = text.decode("utf-8", "replace")
-            if keep_content:
-                facts.contents[name] = bytes(text)
             if record is None:
                 continue
             row = record.pop(name, None)
@@ -202,12 +191,6 @@ def written_wheel_facts(written: WrittenWheel, members: list[Member], filename: 
             facts.texts[base] = (member.content or b"").decode("utf-8")
         elif is_binary_name(member.arcname) and member.source is not None:
             facts.binaries[member.arcname] = member.source
-        elif base == "__init__.py":
-            content = member.content if member.content is not None else (
-                member.source.read_bytes() if member.source is not None
-                and member.source.stat().st_size <= _MAX_KEPT else None)
-            if content is not None:
-                facts.contents[member.arcname] = content
     facts.findings.append(Finding("record", Status.PASS,
                                   "RECORD written from the hashes of the bytes packed"))
     return facts

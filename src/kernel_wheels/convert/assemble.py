@@ -19,7 +19,8 @@ from ..kernel.layout import PackedFile, VariantLayout
 from ..kernel.metadata import KernelMetadata, python_requirements
 from ..kernel.revision import Revision
 from ..kernel.variants import Variant
-from ..wheel.guard import guard_members
+from ..wheel.guard import guard_member
+from ..wheel.loader import loader_member
 from ..wheel.metadata import (
     PROVENANCE_FILE,
     DescribedKernel,
@@ -32,6 +33,12 @@ from ..wheel.metadata import (
 )
 from ..wheel.plan import TagOptions, WheelPlan, plan_wheel
 from ..wheel.writer import Member
+
+#: How a wheel is laid out inside (the provenance record says it; ``check`` reads both):
+#: 1, kernel-wheels 0.1: the package moved to ``<module>/``, one guard line in its
+#: ``__init__.py``; 2: the variant folder unchanged at ``<module>/<variant>/``, a loader
+#: in front of it (wheel/loader.py).
+WHEEL_LAYOUT = 2
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,7 @@ def provenance(revision: Revision, variant: Variant, layout: VariantLayout,
     (``1.1.2`` or ``>=1.1,<2``) and where their clone lives are deliberately absent."""
     return {
         "generator": f"kernel-wheels {__version__}",
+        "wheel_layout": WHEEL_LAYOUT,
         "source": revision.source_url,
         "commit": revision.commit,
         "commit_time": revision.commit_time,
@@ -89,6 +97,7 @@ def provenance(revision: Revision, variant: Variant, layout: VariantLayout,
         "variant": variant.to_dict(),
         "layout": layout.kind,
         "module": layout.module,
+        "variant_folder": f"{layout.module}/{layout.folder}",
         "backend": meta.backend or variant.backend,
         "archs": list(meta.archs),
         "metadata_json": meta.raw or None,
@@ -96,13 +105,20 @@ def provenance(revision: Revision, variant: Variant, layout: VariantLayout,
 
 
 def job_members(job: WheelJob, plan: WheelPlan) -> list[Member]:
-    """Every member of the job's wheel under ``plan``, except RECORD."""
+    """Every member of the job's wheel under ``plan``, except RECORD: the variant folder
+    unchanged, the loader and (binary torch builds) the import guard beside it, and the
+    dist-info texts."""
     members = [Member(f.arcname, source=f.source, executable=f.source.suffix == ".so",
                       arriving=f.arriving) for f in job.files]
+    guard = guard_member(job.variant, job.module, plan)
+    loader = loader_member(job.module, job.provenance["variant_folder"].split("/", 1)[1],
+                           job.provenance["layout"], guarded=guard is not None)
+    members.append(loader)
     record = dict(job.provenance)
-    members, added = guard_members(members, job.variant, job.module, plan)
-    if added:
-        record["added_by_kernel_wheels"] = added
+    record["added_by_kernel_wheels"] = {"loader": loader.arcname}
+    if guard is not None:
+        members.append(guard)
+        record["added_by_kernel_wheels"]["import_guard"] = guard.arcname
     texts = {
         "METADATA": metadata_text(plan, job.described),
         "WHEEL": wheel_text(plan),

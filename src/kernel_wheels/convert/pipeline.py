@@ -246,11 +246,11 @@ class _Conversion:
     def _job(self, variant: Variant, fetched: FetchedVariant, meta: KernelMetadata,
              kernel_name: str, version: str) -> WheelJob:
         module = module_name(kernel_name, f"{self.source.display} (build/{variant.name})")
-        layout = read_layout(fetched.path, module, fetched.link_root, fetched.arriving)
+        layout = read_layout(fetched.path, module, fetched.link_root, fetched.arriving, variant.name)
         if layout.left_out and name_not_reported(self, variant.name):
             shown = ", ".join(layout.left_out[:4]) + (" ..." if len(layout.left_out) > 4 else "")
-            self.progress(f"build/{variant.name}: {len(layout.left_out)} files left out by design "
-                          f"(compatibility sub-package, byte-code caches): {shown}")
+            self.progress(f"build/{variant.name}: {len(layout.left_out)} byte-code cache files "
+                          f"left out: {shown}")
         warn = lambda message: self.progress(f"warning: {variant.name}: {message}")  # noqa: E731
         return WheelJob(
             variant=variant,

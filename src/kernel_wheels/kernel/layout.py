@@ -1,12 +1,15 @@
 """A variant folder's files and where each goes in the wheel.
 
-Two layouts exist: legacy (``<variant>/<module>/__init__.py``) and flat
-(``<variant>/__init__.py`` plus a compatibility sub-package ``<variant>/<module>/``).
-Either way the wheel holds the package under ``<module>/``; the flat layout's
-compatibility sub-package is not needed there and is left out.
+Two layouts of a variant folder exist: legacy (``<variant>/<module>/__init__.py``) and
+flat (``<variant>/__init__.py`` plus a compatibility sub-package ``<variant>/<module>/``).
+Either way the wheel carries the folder whole and unchanged at ``<module>/<variant>/``
+(:func:`variant_arcname`): every file its ``metadata.json`` digests is byte for byte the
+Hub's, so the ``kernels`` library can verify and load the installed folder; the package
+``<module>`` itself is a small loader kernel-wheels writes beside it (``wheel/loader.py``).
+Byte-code caches (``__pycache__``, ``.pyc``) are left out, and reported.
 
-Every file of the folder is either packed or left out by one of the rules above (and
-reported), or the conversion stops naming it: nothing is dropped silently. Refused:
+Every file of the folder is either packed or left out by that rule (and reported), or
+the conversion stops naming it: nothing is dropped silently. Refused:
 FIFOs, sockets and device files, symbolic links leading outside the source (the variant
 folder and ``build/`` included) and link loops, git-LFS pointers, names a wheel cannot
 carry (backslashes, control characters, bytes that are not UTF-8).
@@ -42,22 +45,18 @@ class VariantLayout:
     kind: str  # "flat" or "legacy"
     module: str
     files: tuple[PackedFile, ...]
-    #: Files left out by design (byte-code caches, the flat layout's compatibility
-    #: sub-package), relative to the variant folder.
+    #: Files left out by design (byte-code caches), relative to the variant folder.
     left_out: tuple[str, ...] = ()
+    #: The variant folder's name, as it is carried in the wheel (``<module>/<folder>/``).
+    folder: str = ""
 
 
-def wheel_arcname(relpath: str, kind: str, module: str) -> str | None:
-    """Where a variant file goes in the wheel; None when it is not packed."""
+def variant_arcname(relpath: str, module: str, variant: str) -> str | None:
+    """Where a variant file goes in the wheel (``<module>/<variant>/<relpath>``); None for
+    byte-code caches, which are not packed."""
     if "__pycache__" in relpath.split("/") or relpath.endswith(".pyc"):
         return None
-    if kind == "flat":
-        if relpath.startswith(module + "/"):
-            return None  # the compatibility sub-package
-        return f"{module}/{relpath}"
-    if relpath.startswith(module + "/"):
-        return relpath
-    return f"{module}/{relpath}"  # e.g. metadata.json beside the package
+    return f"{module}/{variant}/{relpath}"
 
 
 def is_lfs_pointer(path: Path) -> bool:
@@ -150,10 +149,13 @@ def _walk_inside(variant_dir: Path, root: Path) -> list[tuple[Path, str]]:
 
 
 def read_layout(variant_dir: Path, module: str, link_root: Path,
-                arriving: Mapping[str, Arrival] | None = None) -> VariantLayout:
+                arriving: Mapping[str, Arrival] | None = None,
+                variant: str | None = None) -> VariantLayout:
     """Classify a variant folder and list the files to pack (see the module docstring
     for what is refused). ``arriving``: files not in the folder yet (relative path ->
-    arrival), packed from where they will be."""
+    arrival), packed from where they will be; ``variant``: the folder's name on the Hub
+    (``variant_dir``'s own name by default)."""
+    folder = variant or variant_dir.name
     if (variant_dir / "__init__.py").is_file():
         kind = "flat"
     elif (variant_dir / module / "__init__.py").is_file():
@@ -170,7 +172,7 @@ def read_layout(variant_dir: Path, module: str, link_root: Path,
               for relpath, arrival in arriving.items()]
     files, left_out = [], []
     for path, relpath in sorted(found, key=lambda item: item[1]):
-        arcname = wheel_arcname(relpath, kind, module)
+        arcname = variant_arcname(relpath, module, folder)
         if arcname is None:
             left_out.append(relpath)
             continue
@@ -182,4 +184,4 @@ def read_layout(variant_dir: Path, module: str, link_root: Path,
                 f"{variant_dir.name}/{relpath} is a git-LFS pointer, not the file itself "
                 "(fetch LFS objects: git lfs pull, or use the Hub source)")
         files.append(PackedFile(path, relpath, arcname))
-    return VariantLayout(kind, module, tuple(files), tuple(left_out))
+    return VariantLayout(kind, module, tuple(files), tuple(left_out), folder)
