@@ -17,7 +17,8 @@ from helpers import ROOT
 
 PACKAGE = ROOT / "src" / "kernel_wheels"
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
-WINGS = ("cli", "serve", "convert", "distribution", "checks", "sources", "building", "wheel", "kernel")
+WINGS = ("cli", "serve", "locked", "convert", "distribution", "checks", "sources", "building", "wheel",
+         "kernel")
 FLOOR = ("errors", "data", "cache", "network", "confine")
 
 

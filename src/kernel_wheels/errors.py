@@ -59,6 +59,11 @@ class UnsafeNameError(SourceError):
     a file name) that could lead outside the folder it is meant for: refused, never used."""
 
 
+class LockError(KernelWheelsError):
+    """A kernels.lock (or the project beside it) cannot be read, or the Hub's files
+    disagree with what it locked."""
+
+
 class VariantError(KernelWheelsError):
     """A variant name or a variant folder is not usable."""
 

@@ -19,7 +19,8 @@ from ..errors import KernelWheelsError
 from .common import PROG, print_json_error, stderr
 
 # Command modules, in the order `kernel-wheels --help` lists them.
-COMMANDS = ("to_wheel", "check", "variants", "build", "index", "publish", "install", "serve")
+COMMANDS = ("to_wheel", "check", "variants", "versions", "build", "index", "publish", "install",
+            "local_kernels", "serve")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -18,6 +18,8 @@ examples:
   kernel-wheels to-wheel ./img2gray-repo 1.1.2 --variant 'torch213-*-cpu-*'
   kernel-wheels to-wheel ./build-output 1.1.2 --dist-name acme-img2gray --json
   kernel-wheels to-wheel drbh/img2gray 1.1.2 --compression 1  # faster, larger wheels
+  kernel-wheels to-wheel --lock my-project -o wheels          # what kernels.lock pins, verified
+  kernel-wheels to-wheel --lock kernels.lock --backend cpu -o wheels
 
 A run writes all its wheels or none. Wheels are checked before they are written
 (--no-check skips that). The same commit and options give byte-identical wheels on
@@ -35,13 +37,19 @@ def register(commands: Any) -> argparse.ArgumentParser:
                     "repository or URL, or a local folder holding build/) into one wheel "
                     "per variant.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
-    tw.add_argument("source", help="Hub repo id (org/name), git repository path or URL, "
-                                   "or a folder holding build/ or variant folders")
+    tw.add_argument("source", nargs="?",
+                    help="Hub repo id (org/name), git repository path or URL, "
+                         "or a folder holding build/ or variant folders")
     tw.add_argument("version", nargs="?",
                     help="1.1.2 (tag v1.1.2), a range '>=1.1,<2', or a major version 1 "
                          "(branch v1); for a plain folder, the version to give the wheels")
     tw.add_argument("--revision", help="branch, tag or commit to convert (VERSION, if also "
                                        "given, becomes the wheel version)")
+    tw.add_argument("--lock", type=Path, metavar="PATH",
+                    help="convert every kernel a kernels.lock pins, at its locked commit, each "
+                         "variant checked against the lock first (PATH: the lock file, or a "
+                         "project folder holding pyproject.toml and kernels.lock); instead of "
+                         "SOURCE and VERSION")
     tw.add_argument("-o", "--output-dir", type=Path, default=Path("."),
                     help="where to write the wheels (default: current folder)")
     tw.add_argument("--python-version", default="3.9",
@@ -71,14 +79,19 @@ def register(commands: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from ..convert.pipeline import ConvertOptions, to_wheels
+    from ..errors import UsageError
     from ..kernel.versions import RequestKind, parse_request
     from ..sources import open_source
     from ..wheel.plan import TagOptions
 
+    if args.lock is not None and (args.source or args.version or args.revision):
+        raise UsageError("--lock converts what the lock pins: give no SOURCE, VERSION or --revision")
+    if args.lock is None and not args.source:
+        raise UsageError("give SOURCE (a Hub repo id, git repository or folder), or --lock PATH")
     # Every option is validated before any work; to_wheels checks the output folder before
     # any network work (opening a source makes no request).
-    request = parse_request(args.version, args.revision)
-    given = args.version if request.kind is RequestKind.REVISION else None
+    request = parse_request(args.version, args.revision) if args.lock is None else None
+    given = args.version if request is not None and request.kind is RequestKind.REVISION else None
     auto = args.manylinux_version == "auto"
     options = ConvertOptions(
         output_dir=args.output_dir,
@@ -97,14 +110,34 @@ def run(args: argparse.Namespace) -> int:
     if args.no_check:
         stderr("warning: --no-check: wheels are written WITHOUT checking that they are "
                "what their names claim")
+    if args.lock is not None:
+        return _run_locked(args, options, settings)
+    assert request is not None
     source = open_source(args.source, repo_type=args.repo_type, network=settings, progress=stderr)
     result = to_wheels(source, request, options, progress=stderr)
-    counts: dict[str, int] = {}
-    for wheel in result.wheels:
-        counts[wheel.status] = counts.get(wheel.status, 0) + 1
-    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     stderr(f"done: {len(result.wheels)} wheels of {result.source} {result.version} "
-           f"in {args.output_dir} ({summary})")
+           f"in {args.output_dir} ({_statuses(result.wheels)})")
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     return 0
+
+
+def _run_locked(args: argparse.Namespace, options: Any, settings: Any) -> int:
+    from ..locked.lockfile import read_lock
+    from ..locked.pipeline import convert_locked
+
+    lock = read_lock(args.lock)
+    stderr(lock.describe())
+    done = convert_locked(lock, options, network=settings, repo_type=args.repo_type, progress=stderr)
+    stderr(f"done: {len(done.wheels)} wheels of {len(done.results)} locked kernel(s) in "
+           f"{args.output_dir} ({_statuses(done.wheels)})")
+    if args.json:
+        print(json.dumps(done.to_dict(), indent=2))
+    return 0
+
+
+def _statuses(wheels: Any) -> str:
+    counts: dict[str, int] = {}
+    for wheel in wheels:
+        counts[wheel.status] = counts.get(wheel.status, 0) + 1
+    return ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))

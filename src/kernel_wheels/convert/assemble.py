@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import __version__
 from ..kernel.layout import PackedFile, VariantLayout
-from ..kernel.metadata import KernelMetadata, python_requirements
+from ..kernel.metadata import KernelMetadata, kernel_requirements, python_requirements
 from ..kernel.revision import Revision
 from ..kernel.variants import Variant
 from ..wheel.guard import guard_member
@@ -78,7 +78,8 @@ def describe(kernel_name: str, variant: Variant, meta: KernelMetadata, card: str
         summary=summary(kernel_name, variant),
         description=card_body(card),
         license=normalise_license(meta.license or card_license(card), warn),
-        requirements=tuple(python_requirements(meta.python_depends, meta.backend or variant.backend)),
+        requirements=tuple(python_requirements(meta.python_depends, meta.backend or variant.backend)
+                           + kernel_requirements(meta.kernel_depends)),
         source_url=revision.url,
     )
 

@@ -1,5 +1,5 @@
 """A variant's ``metadata.json`` (written by kernel-builder), read into a dataclass,
-and the pip requirements its ``python-depends`` stand for."""
+and the pip requirements its ``python-depends`` and ``kernel-depends`` stand for."""
 
 from __future__ import annotations
 
@@ -9,9 +9,35 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 from .. import data
 from ..confine import shown
 from ..errors import MetadataError
+
+_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
+
+
+@dataclass(frozen=True)
+class KernelDependency:
+    """Another kernel a variant loads (the ``kernels`` library's ``kernel-depends``):
+    a Hub repository and a major version (or a revision)."""
+
+    repo_id: str
+    version: int | None = None
+    revision: str | None = None
+
+    @property
+    def project(self) -> str:
+        """Its wheels' distribution name, by the same rule as every kernel's: the
+        repository's name, PEP 503-normalised."""
+        return canonicalize_name(self.repo_id.split("/", 1)[1])
+
+    def requirement(self) -> str:
+        """``activation>=1,<2`` for major version 1; the name alone for a revision."""
+        if self.version is None:
+            return self.project
+        return f"{self.project}>={self.version},<{self.version + 1}"
 
 
 @dataclass(frozen=True)
@@ -23,6 +49,7 @@ class KernelMetadata:
     upstream: str | None = None
     source: str | None = None
     python_depends: tuple[str, ...] = ()
+    kernel_depends: tuple[KernelDependency, ...] = ()
     backend: str | None = None
     archs: tuple[str, ...] = ()
     raw: dict[str, Any] = field(default_factory=dict)
@@ -58,6 +85,7 @@ def read_kernel_metadata(path: Path | None) -> KernelMetadata:
     depends = typed("python-depends", list, "a list of names") or []
     if not all(isinstance(d, str) for d in depends):
         raise MetadataError(f"{where}: 'python-depends' must be a list of names")
+    kernel_depends = _kernel_depends(typed("kernel-depends", list, "a list of kernels") or [], where)
     backend: dict[str, Any] = typed("backend", dict, "an object") or {}
     if not isinstance(backend.get("type", ""), str):
         raise MetadataError(f"{where}: 'backend.type' must be a string")
@@ -81,10 +109,33 @@ def read_kernel_metadata(path: Path | None) -> KernelMetadata:
         upstream=typed("upstream", str, "a string") or None,
         source=typed("source", str, "a string") or None,
         python_depends=tuple(depends),
+        kernel_depends=kernel_depends,
         backend=backend.get("type") or None,
         archs=tuple(archs),
         raw=raw,
     )
+
+
+def _kernel_depends(entries: list[Any], where: str) -> tuple[KernelDependency, ...]:
+    """``[{"repo-id": "org/name", "version": 1}, {"repo-id": ..., "revision": ...}]``."""
+    found = []
+    for entry in entries:
+        repo_id = entry.get("repo-id") if isinstance(entry, dict) else None
+        version = entry.get("version") if isinstance(entry, dict) else None
+        revision = entry.get("revision") if isinstance(entry, dict) else None
+        if not isinstance(repo_id, str) or not _REPO_ID.fullmatch(repo_id) or not (
+                (isinstance(version, int) and not isinstance(version, bool) and version >= 0
+                 and revision is None)
+                or (version is None and isinstance(revision, str) and revision)):
+            raise MetadataError(f"{where}: 'kernel-depends' entry {shown(json.dumps(entry), 100)} is not "
+                                '{"repo-id": "org/name", "version": N} or {"repo-id": ..., "revision": ...}')
+        found.append(KernelDependency(repo_id, version, revision))
+    return tuple(found)
+
+
+def kernel_requirements(depends: tuple[KernelDependency, ...]) -> list[str]:
+    """Requires-Dist lines for the kernels a variant depends on."""
+    return [dependency.requirement() for dependency in depends]
 
 
 def module_name(kernel_name: str, where: str) -> str:

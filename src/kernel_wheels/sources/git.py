@@ -143,6 +143,11 @@ class GitSource:
                 branches.append(ref.removeprefix("refs/heads/"))
         return tags, branches
 
+    def refs(self) -> tuple[dict[str, str], dict[str, str]]:
+        """({tag: commit}, {branch: commit})."""
+        tags, branches = self._refs()
+        return tags, {branch: commit for branch in branches if (commit := self._commit(branch))}
+
     def _commit(self, ref: str) -> str | None:
         out = self._git("rev-parse", "-q", "--verify", f"{ref}^{{commit}}", check=False).strip()
         return out or None

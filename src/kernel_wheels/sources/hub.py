@@ -13,7 +13,7 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from functools import partial
@@ -25,6 +25,7 @@ from ..cache import read_commit_time, write_commit_time
 from ..confine import commit_id, shown
 from ..errors import (
     AuthenticationError,
+    LockError,
     NetworkError,
     RepoNotFoundError,
     RevisionNotFoundError,
@@ -49,7 +50,7 @@ from ..network import (
     retry_after_seconds,
 )
 from . import FetchedVariant, hub_answers
-from .hub_files import HubCacheRepo, RemoteFile, TransferMismatch
+from .hub_files import HubCacheRepo, RemoteFile, TransferMismatch, variant_lock_hash
 from .urls import hub_url
 
 T = TypeVar("T")
@@ -142,9 +143,13 @@ def _located(fn: Callable[[], T]) -> T:
 class HubSource:
     def __init__(self, repo_id: str, *, repo_type: str | None = None,
                  network: NetworkSettings | None = None,
-                 progress: Callable[[str], None] = lambda _: None) -> None:
+                 progress: Callable[[str], None] = lambda _: None,
+                 locked_variants: Mapping[str, str] | None = None) -> None:
+        """``locked_variants``: {variant: ``kernels.lock``'s hash}; when given, a variant is
+        fetched only if the listing it is downloaded from hashes to what was locked."""
         from huggingface_hub import constants
 
+        self.locked_variants = locked_variants
         self.network = network or NetworkSettings.from_environment()
         self.progress = progress
         self.repo_id = repo_id
@@ -491,6 +496,7 @@ class HubSource:
         listed = self._call(f"listing build/{name}", lambda: hub_answers.remote_files(
             self._tree(f"build/{name}", commit, recursive=True), f"build/{name}",
             f"{self.repo_id} at {commit[:12]}"))
+        self.check_lock(name, commit, listed)
         files = sorted(listed, key=lambda f: (f.size, f.path))
         missing = [f for f in files if not cache.pointer(commit, f.path).is_file()]
         _check_space(cache.folder, sum(f.size for f in missing), what)
@@ -507,6 +513,33 @@ class HubSource:
                    for f in later]
         arriving = {t.file.path.removeprefix(prefix): t.arrival for t in pending}
         return FetchedVariant(cache.pointer(commit, f"build/{name}"), cache.folder, arriving), pending
+
+    def variant_files(self, revision: Revision, name: str) -> list[RemoteFile]:
+        """The files of ``build/<name>`` at the revision's commit, as the Hub lists them."""
+        commit = revision.commit
+        assert commit is not None
+        return self._call(f"listing build/{name}", lambda: hub_answers.remote_files(
+            self._tree(f"build/{name}", commit, recursive=True), f"build/{name}",
+            f"{self.repo_id} at {commit[:12]}"))
+
+    def check_lock(self, name: str, commit: str, files: list[RemoteFile]) -> None:
+        """Refuse a variant whose listing does not hash to what kernels.lock recorded."""
+        if self.locked_variants is None:
+            return
+        expected = self.locked_variants.get(name)
+        if expected is None:
+            raise LockError(f"{self.repo_id}: build/{name} at {commit[:12]} is not in kernels.lock; "
+                            "refusing to convert what was not locked (lock it again, or leave it "
+                            "out with --variant/--backend/--torch)")
+        actual = variant_lock_hash(files, name)
+        if actual != expected:
+            raise LockError(f"{self.repo_id}: build/{name} at {commit[:12]} hashes to {actual}, "
+                            f"kernels.lock says {expected}; refusing to convert files that are not "
+                            "what was locked")
+
+    def refs(self) -> tuple[dict[str, str], dict[str, str]]:
+        """({tag: commit}, {branch: commit}) of the repository (offline: from the HF cache)."""
+        return self._cached_refs() if self.offline else self._refs()
 
     def _fetch_arriving(self, commit: str, cache: HubCacheRepo, transfer: _Transfer,
                         stop: threading.Event) -> None:

@@ -23,6 +23,7 @@ import errno
 import hashlib
 import os
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,21 @@ class RemoteFile:
     @property
     def expected_digest(self) -> str:
         return self.lfs_sha256 or self.blob_id
+
+
+def variant_lock_hash(files: Iterable[RemoteFile], variant: str) -> str:
+    """What ``kernels lock`` records for a variant (hash type ``git_lfs_concat``): sha256
+    over its files sorted by path, each as the path relative to ``build/<variant>/`` in
+    UTF-8 followed by the raw bytes of its git blob id, or of its sha256 for an LFS file.
+    Computed from the listing alone: nothing needs to be downloaded to compare."""
+    prefix = f"build/{variant}/"
+    entries = sorted((file.path.removeprefix(prefix).encode("utf-8"), file.expected_digest)
+                     for file in files)
+    digest = hashlib.sha256()
+    for name, object_id in entries:
+        digest.update(name)
+        digest.update(bytes.fromhex(object_id))
+    return f"sha256-{digest.hexdigest()}"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,59 @@
+"""``kernel-wheels local-kernels``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+from .common import stderr
+
+EPILOG = """\
+examples:
+  kernel-wheels local-kernels --python .venv/bin/python
+  eval "$(kernel-wheels local-kernels --python .venv/bin/python --shell)"   # then run your code
+  LOCAL_KERNELS=$(kernel-wheels local-kernels) HF_HUB_OFFLINE=1 python train.py
+
+With the mapping set, kernels.get_kernel("org/name", ...) (and transformers, which calls
+it) loads the installed build instead of downloading from the Hub; kernels verifies the
+installed folder against its metadata.json digest as it would a download.
+"""
+
+
+def register(commands: Any) -> argparse.ArgumentParser:
+    lk: argparse.ArgumentParser = commands.add_parser(
+        "local-kernels", help="print LOCAL_KERNELS for the kernel wheels installed in a Python",
+        description="Print the LOCAL_KERNELS value (org/name=/path:...) that makes the kernels "
+                    "library's get_kernel load the kernel wheels installed in a Python, from "
+                    "what each wheel records in its dist-info.",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+    lk.add_argument("--python", type=Path,
+                    help="the Python whose wheels to map (default: the activated venv's, else "
+                         "the one running kernel-wheels)")
+    out = lk.add_mutually_exclusive_group()
+    out.add_argument("--shell", action="store_true", help="print an export line for sh/bash/zsh")
+    out.add_argument("--json", action="store_true", help="print every installed kernel as JSON")
+    return lk
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..distribution.installed import installed_kernels, local_kernels_value
+    from ..errors import UsageError
+
+    kernels = installed_kernels(args.python)
+    if args.json:
+        print(json.dumps([kernel.to_dict() for kernel in kernels], indent=2))
+        return 0
+    for kernel in kernels:
+        if kernel.repo_id is None:
+            stderr(f"{kernel.distribution} {kernel.version} was not converted from the Hub: "
+                   "it has no repository id to map")
+        elif ":" in str(kernel.path) or "=" in kernel.repo_id:
+            raise UsageError(f"{kernel.path} holds ':', which LOCAL_KERNELS cannot carry")
+    value = local_kernels_value(kernels)
+    if not value:
+        stderr("no kernel wheel from the Hub is installed there")
+    print(f"export LOCAL_KERNELS={shlex.quote(value)}" if args.shell else value)
+    return 0

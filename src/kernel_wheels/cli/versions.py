@@ -1,0 +1,50 @@
+"""``kernel-wheels versions``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from .common import add_network, add_source, network, stderr
+
+
+def register(commands: Any) -> argparse.ArgumentParser:
+    ve: argparse.ArgumentParser = commands.add_parser(
+        "versions", help="list a kernel's versions (release tags and major branches)",
+        description="List the versions of a kernel: its release tags (vX.Y.Z, what "
+                    "`to-wheel REPO X.Y.Z` converts) and major branches (vN, what "
+                    "`get_kernel(REPO, version=N)` loads), each with its commit and how many "
+                    "build variants it has (like `kernels versions`).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  kernel-wheels versions drbh/img2gray\n"
+               "  kernel-wheels versions ./img2gray-repo --json\n")
+    ve.add_argument("source", help="Hub repo id (org/name), or git repository path or URL")
+    ve.add_argument("--json", action="store_true", help="print JSON on stdout")
+    add_source(ve)
+    add_network(ve)
+    return ve
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..sources import open_source
+    from ..sources.releases import list_versions
+
+    source = open_source(args.source, repo_type=args.repo_type, network=network(args),
+                         progress=stderr)
+    versions = list_versions(source)
+    if args.json:
+        print(json.dumps({"source": source.display, "versions": [v.to_dict() for v in versions]},
+                         indent=2))
+        return 0
+    if not versions:
+        stderr(f"{source.display} has no versions (no vX.Y.Z tags or vN branches)")
+        return 0
+    rows = [(v.version, "release" if v.kind == "release" else "major (newest build)", v.ref,
+             v.commit[:12], f"{v.variants} variant{'s' if v.variants != 1 else ''}")
+            for v in versions]
+    header = ("version", "kind", "ref", "commit", "builds")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0

@@ -1,0 +1,108 @@
+"""The kernel wheels installed in a Python, and the ``LOCAL_KERNELS`` mapping that lets
+the ``kernels`` library load them instead of going to the Hub.
+
+Code that calls ``kernels.get_kernel("org/name", version=1)`` (transformers, TGI, vLLM
+and most kernel users do) downloads from the Hub unless ``LOCAL_KERNELS`` maps the
+repository to a local variant folder (``org/name=/path:org2/name2=/path2``). A kernel
+wheel installs its variant folder unchanged at ``site-packages/<module>/<variant>/``
+(``wheel/loader.py``), and records in its dist-info where it came from
+(``kernel_wheels.json``: the repository's canonical URL, the commit, the variant): that
+is all the mapping needs. The target Python is asked for its distributions in a
+subprocess, so kernel-wheels need not be installed there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import EnvironmentProbeError
+from .environment import default_python
+
+#: What the target Python runs: every distribution whose dist-info holds a provenance
+#: record, with that record and where its files are.
+PROBE = r"""
+import importlib.metadata as metadata, json, sys
+found = []
+for dist in metadata.distributions():
+    try:
+        text = dist.read_text("kernel_wheels.json")
+    except Exception:
+        continue
+    if not text:
+        continue
+    try:
+        record = json.loads(text)
+    except ValueError:
+        continue
+    found.append({"name": dist.metadata["Name"], "version": dist.version, "record": record,
+                  "root": str(dist.locate_file(""))})
+print(json.dumps(found))
+"""
+_HUB_REPO = re.compile(r"https://huggingface\.co/(?:kernels/)?([A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)")
+
+
+@dataclass(frozen=True)
+class InstalledKernel:
+    distribution: str
+    version: str
+    #: The Hub repository it was converted from (None for a git or folder source).
+    repo_id: str | None
+    commit: str | None
+    variant: str
+    #: The installed variant folder, which ``kernels`` loads and verifies.
+    path: Path
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"distribution": self.distribution, "version": self.version, "repo_id": self.repo_id,
+                "commit": self.commit, "variant": self.variant, "path": str(self.path)}
+
+
+def _kernel(row: Any) -> InstalledKernel | None:
+    """One probe row, if it is a kernel wheel of this layout whose folder is there."""
+    if not isinstance(row, dict) or not isinstance(row.get("record"), dict):
+        return None
+    record = row["record"]
+    folder = record.get("variant_folder")
+    if record.get("wheel_layout") != 2 or not isinstance(folder, str) or ".." in folder.split("/"):
+        return None  # kernel-wheels 0.1 moved the kernel's files: nothing for kernels to load
+    path = Path(str(row.get("root"))) / folder
+    if not (path / "metadata.json").is_file():
+        return None  # without metadata.json, kernels cannot load a folder
+    match = _HUB_REPO.fullmatch(str(record.get("source") or ""))
+    variant = record.get("variant", {}).get("name") if isinstance(record.get("variant"), dict) else None
+    return InstalledKernel(str(row.get("name")), str(row.get("version")), match[1] if match else None,
+                           record.get("commit"), str(variant or folder.rsplit("/", 1)[-1]), path)
+
+
+def installed_kernels(python: Path | None = None, timeout: float = 120) -> list[InstalledKernel]:
+    """The kernel wheels installed in ``python`` (default: the activated venv's, else the
+    one running kernel-wheels), sorted by distribution name."""
+    python = python or default_python()
+    try:
+        proc = subprocess.run([str(python), "-c", PROBE], capture_output=True, text=True,
+                              timeout=timeout, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    except OSError as exc:
+        raise EnvironmentProbeError(f"cannot run {python}: {exc.strerror or exc}") from None
+    except subprocess.TimeoutExpired:
+        raise EnvironmentProbeError(f"{python} did not answer within {timeout:.0f} s") from None
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise EnvironmentProbeError(f"cannot list what {python} has installed: {last}")
+    try:
+        rows = json.loads(lines[-1])
+    except ValueError:
+        raise EnvironmentProbeError(f"unexpected answer from {python}") from None
+    kernels = [kernel for row in rows if (kernel := _kernel(row)) is not None]
+    return sorted(kernels, key=lambda kernel: kernel.distribution)
+
+
+def local_kernels_value(kernels: list[InstalledKernel]) -> str:
+    """``LOCAL_KERNELS``: ``org/name=/path`` for each kernel from the Hub, ``:``-joined."""
+    return ":".join(f"{kernel.repo_id}={kernel.path}" for kernel in kernels if kernel.repo_id)
