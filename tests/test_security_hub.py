@@ -10,6 +10,7 @@ and no credential sent anywhere but the Hub's origin.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -506,3 +507,38 @@ def test_offline_refs_in_the_hf_cache_are_checked(hub: HostileHub, world: Path) 
     proc = convert(hub, world, "--force", HF_HUB_OFFLINE="1")
     one_line_error(proc, "not a commit id")
     nothing_outside(world)
+
+
+# -- a lock-driven run: the listing downloaded from is the one checked ------------------------
+def test_a_hub_that_changes_its_listing_after_the_lock_check_gains_nothing(hub: HostileHub, world: Path) -> None:
+    """The Hub answers the variant's listing honestly while the lock is checked, then
+    lists (and serves, consistently) another __init__.py when the files are fetched: the
+    Hub source checks the listing it downloads from against the lock again."""
+    files = {p.removeprefix(f"build/{VARIANT}/"): blob_id(c) for p, c in hub.repo.files.items()
+             if p.startswith(f"build/{VARIANT}/")}
+    digest = hashlib.sha256()
+    for name, oid in sorted((n.encode(), o) for n, o in files.items()):
+        digest.update(name)
+        digest.update(bytes.fromhex(oid))
+    lock = world / "kernels.lock"
+    lock.write_text(json.dumps([{"repo_id": REPO, "sha": COMMIT, "variants": {
+        VARIANT: {"hash": f"sha256-{digest.hexdigest()}", "hash_type": "git_lfs_concat"}}}]))
+    evil = b'"""A kernel."""\nimport os  # not what was locked\nVALUE = 1\n'
+    honest = Repo()
+    swapped = Repo()
+    swapped.files[f"build/{VARIANT}/kernel/__init__.py"] = evil
+    calls = {"n": 0}
+
+    def listing() -> Answer:
+        calls["n"] += 1
+        repo = honest if calls["n"] == 1 else swapped
+        return Answer.json(repo.tree_entries(f"build/{VARIANT}", True))
+
+    hub.override(f"tree:build/{VARIANT}", listing)
+    hub.override(f"file:build/{VARIANT}/kernel/__init__.py", Answer(200, evil))
+    proc = run_cli("to-wheel", "--lock", lock, "-o", world / "out", "--timeout", "5", "--retries", "0",
+                   env=env_for(hub, world), check=False)
+    one_line_error(proc, REPO, f"build/{VARIANT}", "kernels.lock says")
+    assert calls["n"] == 2  # checked when verified, and again when fetched
+    assert not (world / "out").exists()
+    assert not [p for p, _ in hub.requests if p.endswith("kernel/__init__.py")]  # never downloaded
