@@ -464,7 +464,7 @@ class Campaign:
         """Read ``mutation`` as check would; anything but ElfError propagates (the tests:
         hypothesis shrinks it), or is counted with ``catch_all`` (the benchmark)."""
         try:
-            read_elf_bytes(mutation.data, f"img2gray/{self.base.so.name}")
+            read_elf_bytes(mutation.data, f"img2gray/{VARIANT}/{self.base.so.name}")
             error = None
         except ElfError as exc:
             error = str(exc)

@@ -20,7 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
 from elf_mutations import (
+    VARIANT,
     Base,
     Campaign,
     Frame,
@@ -31,9 +35,6 @@ from elf_mutations import (
     mutate,
     with_fields,
 )
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
-
 from kernel_wheels.checks import check_wheel
 from kernel_wheels.checks.elffile import ElfError, read_elf_bytes
 
@@ -216,10 +217,10 @@ def test_hostile_shape_is_refused(shapes: dict[str, dict[str, Any]], name: str, 
                                   build: Callable[[Frame], bytes], reason: str, loader: str | None) -> None:
     shape = shapes[name]
     with pytest.raises(ElfError) as refused:
-        read_elf_bytes(shape["data"], f"img2gray/{shape['so'].name}")
+        read_elf_bytes(shape["data"], f"img2gray/{VARIANT}/{shape['so'].name}")  # its place in the wheel
     message = str(refused.value)
     assert reason in message and "\n" not in message, message
-    assert message.startswith(f"img2gray/{shape['so'].name}")
+    assert message.startswith(f"img2gray/{VARIANT}/{shape['so'].name}")
     report = check_wheel(shape["wheel"])
     assert not report.passed
     assert message in [f.message for f in report.failures if f.check == "elf"], report.failures

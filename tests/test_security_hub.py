@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from helpers import run_cli
 from hostile_hub import (
     COMMIT,
     REPO,
@@ -34,8 +36,6 @@ from hostile_hub import (
     hostile_hub,
     trickle,
 )
-
-from helpers import run_cli
 
 PRECIOUS = b"precious: must never change\n"
 

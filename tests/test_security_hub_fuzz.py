@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile_hub import COMMIT, REPO, VARIANT, Answer, HostileHub, Repo, hostile_hub
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from hostile_hub import COMMIT, REPO, VARIANT, Answer, HostileHub, Repo, hostile_hub
 
 ANSWERS_PER_RUN = 5_000
 EXAMPLES = int(os.environ.get("KW_FUZZ_EXAMPLES", "1500"))
