@@ -20,10 +20,13 @@ It reads the target Python's environment (Python, OS, CPU, torch, CUDA/ROCm/XPU 
 C++ ABI) by running a small probe in it, lists the project's files on the index, picks
 what the Hub's kernel loader would pick (same torch major.minor; CUDA of the same major
 and not newer, nearest first; stable-ABI builds for torch at or above their version;
-then the backend's Python-only build; torch-universal last), says why, and installs that
-exact file with torch pinned to the installed version. When nothing fits it lists every
-file with the reason it was rejected and exits 1. The target Python defaults to the
-activated virtual environment's, else the one running kernel-wheels.
+then the backend's Python-only build; torch-universal last), says why, downloads that
+exact file (its sha256 checked against the index's) and installs it with torch pinned
+to the installed version. The index's credentials (the URL's user part) go only to the
+index's own origin, and reach pip/uv through their environment, never their argv.
+When nothing fits it lists every file with the reason it was rejected and exits 1. The
+target Python defaults to the activated virtual environment's, else the one running
+kernel-wheels.
 """
 
 
@@ -42,18 +45,24 @@ def register(commands: Any) -> argparse.ArgumentParser:
                      help="what installs the chosen file into the target Python (default: pip)")
     ins.add_argument("--dry-run", action="store_true", help="choose and explain, install nothing")
     ins.add_argument("--json", action="store_true", help="print the decision as JSON on stdout")
+    ins.add_argument("--timeout", type=float, metavar="SECONDS",
+                     help="connect timeout, and the window in which each transfer must move "
+                          "64 KiB/s (default: $KERNEL_WHEELS_TIMEOUT or 60)")
     return ins
 
 
 def run(args: argparse.Namespace) -> int:
     from ..distribution.install import install
+    from ..distribution.transport import index_timeout
     from ..errors import NoMatchingWheelError
 
     result = install(args.requirement, args.index_url, python=args.python,
-                     installer=args.installer, dry_run=args.dry_run, progress=stderr)
+                     installer=args.installer, dry_run=args.dry_run, progress=stderr,
+                     timeout=index_timeout(args.timeout))
     choice = result.choice
     if args.json:
         print(json.dumps({**choice.to_dict(), "command": list(result.command),
+                          "index_env": list(result.index_env),
                           "installed": result.installed}, indent=2))
     environment = choice.environment
     if choice.chosen is None:
@@ -73,5 +82,5 @@ def run(args: argparse.Namespace) -> int:
         stderr(f"installed {choice.chosen.file.filename}; torch {environment.torch_version} "
                "unchanged")
     else:
-        stderr("dry run: would run " + " ".join(result.command))
+        stderr("dry run: would run " + " ".join((*result.index_env, *result.command)))
     return 0

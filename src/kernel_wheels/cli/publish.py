@@ -21,10 +21,12 @@ examples:
 Credentials, as twine reads them: -u/--username or TWINE_USERNAME, TWINE_PASSWORD,
 the --repository section of ~/.pypirc (or --config-file), the URL's user part, then the
 keyring (when the keyring package is installed), then a prompt on a terminal. They are
-never printed. Files already on the index with the same sha256 are skipped; a different
-file under an existing name is refused before anything is uploaded. The index's Simple
-API (to see existing files) is found for pypiserver (/simple/) and devpi
-(/USER/INDEX/+simple/); give --index-url for other servers.
+never printed, and go only to the upload URL's origin (scheme, host, port): a file the
+index lists on another host is read without them. Files already on the index with the
+same sha256 are skipped; a different file under an existing name is refused before
+anything is uploaded. The index's Simple API (to see existing files) is found for
+pypiserver (/simple/) and devpi (/USER/INDEX/+simple/); give --index-url for other
+servers.
 `twine upload` and `uv publish` work with these wheels too (docs/distribution.md).
 """
 
@@ -46,6 +48,9 @@ def register(commands: Any) -> argparse.ArgumentParser:
     pb.add_argument("--index-url", help="the index's Simple API URL, when it cannot be "
                                         "derived from the upload URL")
     pb.add_argument("--no-keyring", action="store_true", help="do not ask the keyring")
+    pb.add_argument("--timeout", type=float, metavar="SECONDS",
+                    help="connect timeout, and the window in which each transfer must move "
+                         "64 KiB/s (default: $KERNEL_WHEELS_TIMEOUT or 60)")
     pb.add_argument("--json", action="store_true", help="print a JSON result on stdout")
     return pb
 
@@ -53,12 +58,15 @@ def register(commands: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from ..distribution.credentials import resolve_repository
     from ..distribution.publish import publish
+    from ..distribution.transport import index_timeout
 
+    timeout = index_timeout(args.timeout)
     repository = resolve_repository(repository_url=args.repository_url,
                                     repository=args.repository, username=args.username,
                                     config_file=args.config_file,
                                     use_keyring=not args.no_keyring)
-    outcomes = publish(args.inputs, repository, index_url=args.index_url, progress=stderr)
+    outcomes = publish(args.inputs, repository, index_url=args.index_url, progress=stderr,
+                       timeout=timeout)
     uploaded = sum(o.status == "uploaded" for o in outcomes)
     stderr(f"done: {uploaded} uploaded, {len(outcomes) - uploaded} already there, to "
            f"{repository.display}")

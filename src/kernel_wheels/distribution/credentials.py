@@ -8,7 +8,9 @@ keyring. The password from ``TWINE_PASSWORD``, else ``.pypirc``, else the URL, e
 keyring (when the ``keyring`` package is installed), else a prompt on a terminal.
 
 The password lives in a :class:`Secret`, whose ``repr`` and ``str`` never show it, so
-neither a log line nor a traceback can print it.
+neither a log line nor a traceback can print it. The credentials are bound to the
+upload URL's origin (:class:`~.transport.Login`): the index's Simple API gets them when
+it lives there too, nothing else does.
 """
 
 from __future__ import annotations
@@ -22,29 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
-from .simple_client import redact, split_credentials
+from .redaction import Secret, one_line, split_credentials
+from .transport import Login
+
+__all__ = ["KNOWN_REPOSITORIES", "Repository", "Secret", "read_pypirc", "resolve_repository"]
 
 KNOWN_REPOSITORIES = {
     "pypi": "https://upload.pypi.org/legacy/",
     "testpypi": "https://test.pypi.org/legacy/",
 }
-
-
-class Secret:
-    """A string that does not show itself."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Secret('********')"
-
-    __str__ = __repr__
 
 
 @dataclass(frozen=True)
@@ -56,14 +44,14 @@ class Repository:
     name: str | None = None
 
     @property
-    def auth(self) -> tuple[str, str] | None:
-        if self.username is None and self.password is None:
-            return None
-        return self.username or "", self.password.reveal() if self.password else ""
+    def login(self) -> Login | None:
+        """The credentials, for the upload URL's origin only."""
+        return Login.for_url(self.upload_url, self.username,
+                             self.password.reveal() if self.password else None)
 
     @property
     def display(self) -> str:
-        return redact(self.upload_url)
+        return one_line(self.upload_url, self.login.secrets if self.login else (), 300)
 
 
 def read_pypirc(path: Path, name: str) -> dict[str, str]:
@@ -117,7 +105,7 @@ def resolve_repository(*, repository_url: str | None = None, repository: str | N
         url = section["repository"]
     clean, url_user, url_password = split_credentials(url)
     if not clean.startswith(("http://", "https://")):
-        raise UsageError(f"'{clean}' is not an http(s) upload URL")
+        raise UsageError(f"'{one_line(clean)}' is not an http(s) upload URL")
     user = username or env.get("TWINE_USERNAME") or section.get("username") or url_user
     password = env.get("TWINE_PASSWORD") or section.get("password") or url_password
     if password is None and use_keyring:

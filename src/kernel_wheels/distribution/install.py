@@ -4,14 +4,20 @@
 it decides, for every file, whether it fits and why not, and picks what the Hub's loader
 would pick (the newest release with a fitting build; in it, the loader's preferred
 build; among equal builds, the best wheel tag). :func:`install` probes the target
-interpreter, reads the index, chooses, and runs pip or uv on that exact file with the
-installed torch pinned by a constraint.
+interpreter, reads the index, chooses, downloads that exact file into a private
+temporary folder (its sha256 checked against the index's), and runs pip or uv on it
+with the installed torch pinned by a constraint.
+
+The index's credentials never reach the installer's command line (where any user of
+the machine can read them in ``/proc/<pid>/cmdline``): the installer gets the index,
+for the file's dependencies, in its environment (``PIP_INDEX_URL``,
+``UV_DEFAULT_INDEX``), which only the same user can read.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -24,10 +30,19 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
-from ..errors import DistributionError, EnvironmentProbeError, NoMatchingWheelError, UsageError
+from ..confine import file_name, inside
+from ..errors import (
+    DistributionError,
+    EnvironmentProbeError,
+    IndexServerError,
+    NoMatchingWheelError,
+    UsageError,
+)
 from .environment import Environment, read_environment
-from .simple_client import IndexFile, SimpleClient, redact, split_credentials
+from .redaction import redact, strip_userinfo
+from .simple_client import IndexFile, SimpleClient
 from .targets import KernelWheel, Target, parse_kernel_wheel, preference, rejection
+from .transport import DEFAULT_TIMEOUT
 
 Progress = Callable[[str], None]
 INSTALLERS = ("pip", "uv")
@@ -43,7 +58,7 @@ class Decision:
     rejected: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"wheel": self.file.filename, "url": redact(self.file.url),
+        return {"wheel": self.file.filename, "url": self.file.url,
                 "fits": self.rejected is None, "reason": self.rejected}
 
 
@@ -198,8 +213,10 @@ def _no_torch(environment: Environment) -> str:
 @dataclass(frozen=True)
 class InstallResult:
     choice: Choice
-    command: tuple[str, ...]  # redacted
+    command: tuple[str, ...]  # no secret in it
     installed: bool
+    #: ``NAME=value`` of the variables that give the installer the index, redacted.
+    index_env: tuple[str, ...] = ()
 
 
 def _uv() -> str:
@@ -214,22 +231,28 @@ def _uv() -> str:
         return found
 
 
-def installer_command(installer: str, environment: Environment, requirement: str,
-                      index_url: str, constraints: Path) -> list[str]:
+def installer_command(installer: str, environment: Environment, wheel: Path,
+                      constraints: Path) -> list[str]:
+    """The installer's argv: the downloaded file, torch pinned; the index is not in
+    it (see :func:`index_environment`)."""
     if installer == "pip":
         return [environment.python, "-m", "pip", "install", "--no-input",
-                "--disable-pip-version-check", "-c", str(constraints),
-                "--index-url", index_url, requirement]
+                "--disable-pip-version-check", "-c", str(constraints), str(wheel)]
     return [_uv(), "pip", "install", "--python", environment.python, "-c", str(constraints),
-            "--index-url", index_url, requirement]
+            str(wheel)]
 
 
-def redact_text(text: str, secrets: Sequence[str]) -> str:
-    text = re.sub(r"(://)[^/@\s:]+(:[^/@\s]*)?@", r"\1", text)
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "********")
-    return text
+def index_environment(installer: str, index_url: str) -> dict[str, str]:
+    """The variables that name the index (with its credentials) to the installer."""
+    if installer == "pip":
+        return {"PIP_INDEX_URL": index_url}
+    return {"UV_DEFAULT_INDEX": index_url}
+
+
+def _child_environment(installer: str, index_url: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("UV_INDEX_URL", "UV_DEFAULT_INDEX", "PIP_INDEX_URL")}
+    return {**env, **index_environment(installer, index_url), "PIP_NO_INPUT": "1"}
 
 
 def _installed_torch(python: str) -> str | None:
@@ -238,9 +261,67 @@ def _installed_torch(python: str) -> str | None:
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
+def download_path(client: SimpleClient, file: IndexFile, folder: Path) -> Path:
+    """Where ``file`` goes in ``folder``: its listed name, checked (a plain file name
+    that leads nowhere else) before it becomes a path."""
+    where = f"{client.display}: a listed file name"
+    return inside(folder, file_name(file.filename, where), where)
+
+
+def download(client: SimpleClient, file: IndexFile, target: Path) -> None:
+    """``file`` into ``target`` (which must not exist), its sha256 checked against the
+    one the index lists."""
+    digest = hashlib.sha256()
+    with target.open("xb") as out:
+
+        def sink(chunk: bytes) -> None:
+            digest.update(chunk)
+            out.write(chunk)
+
+        client.fetch(file.url, sink)
+    actual = digest.hexdigest()
+    if file.sha256 is not None and actual != file.sha256:
+        target.unlink()
+        raise IndexServerError(f"{file.filename} from {client.display} has sha256 {actual}, "
+                               f"not the {file.sha256} the index lists; nothing was installed")
+
+
+def _run_installer(command: list[str], env: dict[str, str], installer: str,
+                   secrets: Sequence[str], say: Progress) -> None:
+    proc = subprocess.run(command, capture_output=True, text=True, env=env)
+    if proc.returncode == 0:
+        return
+    output = redact((proc.stderr or proc.stdout).strip(), secrets).splitlines()
+    for line in output[-15:]:
+        say(f"  {installer}: {line}")
+    last = next((line for line in reversed(output) if line.strip()), "no output")
+    if installer == "pip" and "No module named pip" in last:
+        raise DistributionError(f"there is no pip in {command[0]}: use --installer uv")
+    wheel = Path(command[-1]).name
+    raise DistributionError(f"{installer} could not install {wheel}: {last.strip()}")
+
+
+def _read_choice(client: SimpleClient, requirement: Requirement, environment: Environment,
+                 say: Progress) -> Choice:
+    say(f"reading {client.show(client.project_url(requirement.name))}")
+    files = client.project_files(requirement.name)
+    if files is None:
+        raise NoMatchingWheelError(f"{client.display} has no project "
+                                   f"{canonicalize_name(requirement.name)}")
+    return choose(requirement, files, environment)
+
+
+def _constraints(folder: Path, environment: Environment) -> Path:
+    """The installed torch, pinned: the installer may not change it."""
+    assert environment.torch_version is not None
+    path = folder / "constraints.txt"
+    path.write_text(f"torch=={environment.torch_version}\n")
+    return path
+
+
 def install(requirement_text: str, index_url: str, *, python: Path | None = None,
             installer: str = "pip", dry_run: bool = False,
-            progress: Progress | None = None) -> InstallResult:
+            progress: Progress | None = None, timeout: float = DEFAULT_TIMEOUT) -> InstallResult:
     say = progress or (lambda _message: None)
     if installer not in INSTALLERS:
         raise UsageError(f"--installer must be one of {', '.join(INSTALLERS)}")
@@ -250,43 +331,27 @@ def install(requirement_text: str, index_url: str, *, python: Path | None = None
     say(f"environment: {environment.describe()} ({environment.python})")
     if environment.target is None:
         raise EnvironmentProbeError(_no_torch(environment))
-    with SimpleClient(index_url) as client:
-        say(f"reading {redact(client.project_url(requirement.name))}")
-        files = client.project_files(requirement.name)
-        display = client.display
-    if files is None:
-        raise NoMatchingWheelError(f"{display} has no project "
-                                   f"{canonicalize_name(requirement.name)}")
-    choice = choose(requirement, files, environment)
-    if choice.chosen is None:
-        return InstallResult(choice, (), False)
-    chosen = choice.chosen.file
-    fragment = f"#sha256={chosen.sha256}" if chosen.sha256 else ""
-    direct = f"{choice.project} @ {chosen.url}{fragment}"
-    secrets = [p for p in (split_credentials(index_url)[2],) if p]
-    with tempfile.TemporaryDirectory(prefix="kernel-wheels-install-") as scratch:
-        constraints = Path(scratch) / "constraints.txt"
-        assert environment.torch_version is not None
-        constraints.write_text(f"torch=={environment.torch_version}\n")
-        command = installer_command(installer, environment, direct, index_url, constraints)
-        shown = tuple(redact_text(part, secrets) for part in command)
+    client = SimpleClient(index_url, timeout=timeout)
+    with client, tempfile.TemporaryDirectory(prefix="kernel-wheels-install-") as scratch:
+        choice = _read_choice(client, requirement, environment, say)
+        if choice.chosen is None:
+            return InstallResult(choice, (), False)
+        chosen = choice.chosen.file
+        folder = Path(scratch)
+        wheel = download_path(client, chosen, folder)
+        command = installer_command(installer, environment, wheel, _constraints(folder, environment))
+        shown_env = tuple(f"{name}={client.show(value)}" for name, value in
+                          index_environment(installer, strip_userinfo(index_url)).items())
         if dry_run:
-            return InstallResult(choice, shown, False)
+            return InstallResult(choice, tuple(command), False, shown_env)
+        say(f"downloading {chosen.filename} from {client.show(chosen.url)}")
+        download(client, chosen, wheel)
         say(f"installing {chosen.filename} with {installer} (torch=={environment.torch_version} "
             "pinned)")
-        env = {**os.environ, "PIP_NO_INPUT": "1"}
-        proc = subprocess.run(command, capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        output = redact_text((proc.stderr or proc.stdout).strip(), secrets).splitlines()
-        for line in output[-15:]:
-            say(f"  {installer}: {line}")
-        last = next((line for line in reversed(output) if line.strip()), "no output")
-        if installer == "pip" and "No module named pip" in last:
-            raise DistributionError(f"there is no pip in {environment.python}: use --installer uv")
-        raise DistributionError(f"{installer} could not install {chosen.filename}: {last.strip()}")
+        _run_installer(command, _child_environment(installer, client.index_url), installer,
+                       client.secrets, say)
     after = _installed_torch(environment.python)
     if after != environment.torch_version:
         raise DistributionError(f"the installer changed torch from {environment.torch_version} "
                                 f"to {after}: reinstall torch=={environment.torch_version}")
-    return InstallResult(choice, shown, True)
-
+    return InstallResult(choice, tuple(command), True, shown_env)

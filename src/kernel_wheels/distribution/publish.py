@@ -10,6 +10,11 @@ way, and the settings users have (``TWINE_*``, ``~/.pypirc``, keyring) are read 
 ``credentials.py``. What twine cannot do and we need is to compare with the index
 *before* uploading: every file is checked and looked up on the index's Simple API
 first, so a run either uploads only new files or refuses before changing anything.
+
+The server is not trusted: the credentials go only to the upload URL's origin (the
+Simple API gets them when it lives there too; a file it lists elsewhere is read
+without them), every transfer keeps above a minimum rate (``transport``), and what
+the server answers is redacted before it is shown.
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx2
 from packaging.metadata import Metadata
 from packaging.utils import parse_wheel_filename
 
@@ -32,7 +36,8 @@ from ..errors import (
     UsageError,
 )
 from .credentials import Repository
-from .simple_client import IndexFile, SimpleClient, describe_http_error, redact
+from .simple_client import IndexFile, SimpleClient
+from .transport import DEFAULT_TIMEOUT, IndexHttp, Pace
 from .wheelfacts import Inspection, collect_wheels, inspect_wheel
 
 Progress = Callable[[str], None]
@@ -69,15 +74,14 @@ def simple_api_candidates(upload_url: str) -> list[str]:
     return list(dict.fromkeys(candidates))
 
 
-def find_simple_api(upload_url: str, auth: tuple[str, str] | None) -> str:
+def find_simple_api(repository: Repository, timeout: float = DEFAULT_TIMEOUT) -> str:
     tried = []
-    for candidate in simple_api_candidates(upload_url):
-        with SimpleClient(candidate, auth=auth) as client:
-            response = client.get(candidate)
-        if response.status_code == 200 and not response.is_redirect:
-            return candidate
-        tried.append(redact(candidate))
-    raise UsageError(f"cannot find the Simple API of {redact(upload_url)} (tried "
+    for candidate in simple_api_candidates(repository.upload_url):
+        with SimpleClient(candidate, repository.login, timeout) as client:
+            if client.answers():
+                return candidate
+            tried.append(client.display)
+    raise UsageError(f"cannot find the Simple API of {repository.display} (tried "
                      f"{', '.join(tried)}): pass --index-url")
 
 
@@ -117,17 +121,13 @@ def _existing(client: SimpleClient, projects: set[str]) -> dict[str, IndexFile]:
     return found
 
 
-def _upload(client: httpx2.Client, repository: Repository, inspection: Inspection) -> None:
+def _upload(http: IndexHttp, repository: Repository, inspection: Inspection) -> None:
     assert inspection.facts is not None
     name = inspection.facts.filename
-    try:
-        with inspection.path.open("rb") as stream:
-            response = client.post(repository.upload_url, data=upload_fields(inspection),
-                                   files={"content": (name, stream, "application/octet-stream")})
-    except httpx2.HTTPError as exc:
-        raise IndexServerError(f"uploading {name} to {repository.display} failed: "
-                               f"{describe_http_error(exc)}") from None
-    status = response.status_code
+    with inspection.path.open("rb") as stream:
+        answer = http.upload(repository.upload_url, data=upload_fields(inspection),
+                             files={"content": (name, stream, "application/octet-stream")})
+    status = answer.status
     if status in (200, 201):
         return
     if status in (401, 403):
@@ -138,10 +138,9 @@ def _upload(client: httpx2.Client, repository: Repository, inspection: Inspectio
     if status == 409:
         raise IndexConflictError(f"{repository.display} already has a file named {name} "
                                  "(HTTP 409)")
-    detail = (response.text or "").strip().splitlines()
-    reason = detail[0][:200] if detail and len(detail[0]) < 200 else response.reason_phrase
-    if response.is_redirect:
-        reason = f"redirected to {redact(response.headers.get('location', '?'))}: use that URL"
+    reason = answer.first_line or answer.reason
+    if 300 <= status < 400:
+        reason = f"redirected to {answer.location or '?'}: use that URL"
     raise IndexServerError(f"{repository.display} did not accept {name}: HTTP {status} {reason}")
 
 
@@ -149,8 +148,30 @@ def _size(size: int) -> str:
     return f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size / 1e3:.1f} kB"
 
 
+def _plan(reader: SimpleClient, inspections: Sequence[Inspection]) -> list[tuple[Inspection, bool]]:
+    """(wheel, whether to upload it); a different file under an existing name stops
+    the run before anything is uploaded."""
+    existing = _existing(reader, {i.facts.project for i in inspections if i.facts})
+    plan: list[tuple[Inspection, bool]] = []
+    for inspection in inspections:
+        assert inspection.facts is not None
+        there = existing.get(inspection.facts.filename)
+        if there is None:
+            plan.append((inspection, True))
+            continue
+        remote_sha = there.sha256 or reader.file_sha256(there.url)
+        if remote_sha != inspection.facts.sha256:
+            raise IndexConflictError(
+                f"{reader.display} already has a different {inspection.facts.filename}; "
+                "a published file never changes: give the new build another version "
+                "(nothing was uploaded)")
+        plan.append((inspection, False))
+    return plan
+
+
 def publish(paths: Sequence[Path], repository: Repository, *, index_url: str | None = None,
-            progress: Progress | None = None) -> list[PublishOutcome]:
+            progress: Progress | None = None,
+            timeout: float = DEFAULT_TIMEOUT) -> list[PublishOutcome]:
     """Check every wheel, compare with what the index has, then upload the new ones.
 
     Raises before uploading anything when a wheel fails its checks or the index has a
@@ -160,39 +181,24 @@ def publish(paths: Sequence[Path], repository: Repository, *, index_url: str | N
     if not wheels:
         raise UsageError("no wheels to publish")
     # The index first: a server that is down or a wrong URL fails before minutes of checks.
-    simple_url = index_url or find_simple_api(repository.upload_url, repository.auth)
+    simple_url = index_url or find_simple_api(repository, timeout)
     say(f"checking {len(wheels)} wheel(s)")
     inspections = [inspect_wheel(path) for path in wheels]
     for inspection in inspections:
         if inspection.refusal is not None:
             raise CheckFailedError(f"{inspection.path.name} refused: {inspection.refusal}; "
                                    "nothing was uploaded")
-    same_host = urlsplit(simple_url).netloc == urlsplit(repository.upload_url).netloc
-    with SimpleClient(simple_url, auth=repository.auth if same_host else None) as reader:
-        existing = _existing(reader, {i.facts.project for i in inspections if i.facts})
-        plan: list[tuple[Inspection, bool]] = []
-        for inspection in inspections:
-            assert inspection.facts is not None
-            there = existing.get(inspection.facts.filename)
-            if there is None:
-                plan.append((inspection, True))
-                continue
-            remote_sha = there.sha256 or reader.file_sha256(there.url)
-            if remote_sha != inspection.facts.sha256:
-                raise IndexConflictError(
-                    f"{reader.display} already has a different {inspection.facts.filename}; "
-                    "a published file never changes: give the new build another version "
-                    "(nothing was uploaded)")
-            plan.append((inspection, False))
+    # The login is bound to the upload URL's origin: an --index-url elsewhere gets none.
+    with SimpleClient(simple_url, repository.login, timeout) as reader:
+        plan = _plan(reader, inspections)
     outcomes = []
-    with httpx2.Client(auth=repository.auth, timeout=httpx2.Timeout(60, write=600),
-                      follow_redirects=False) as client:
+    with IndexHttp(repository.login, Pace(timeout)) as http:
         for inspection, upload in plan:
             assert inspection.facts is not None
             name = inspection.facts.filename
             if upload:
                 say(f"uploading {name} ({_size(inspection.facts.size)})")
-                _upload(client, repository, inspection)
+                _upload(http, repository, inspection)
                 outcomes.append(PublishOutcome(name, inspection.facts.sha256, "uploaded"))
             else:
                 say(f"{name}: already on the index with the same sha256, skipped")

@@ -2,65 +2,78 @@
 
 Asks for PEP 691 JSON and reads PEP 503 HTML when that is what comes back (pypiserver,
 a static site behind a plain file server). ``file://`` index URLs read a local site's
-``index.html`` files directly, as pip does. Every failure is one typed, one-line error;
-URLs in messages never carry credentials.
+``index.html`` files directly, as pip does. The index is hostile: every request goes
+through :class:`~.transport.IndexHttp` (credentials only for the index's own origin, a
+minimum rate, bounded answers), every text field of a page is redacted and made one
+line before anything else sees it, and every failure is one typed, one-line error.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
+from urllib.parse import unquote, urljoin, urlsplit
 from urllib.request import url2pathname
 
-import httpx2
 from packaging.utils import canonicalize_name
 
-from ..errors import IndexAuthenticationError, IndexServerError, UsageError
+from ..errors import IndexServerError, UsageError
+from .redaction import one_line, split_credentials, strip_userinfo
 from .simple import JSON_TYPE
+from .transport import DEFAULT_TIMEOUT, MAX_FILE, IndexHttp, Login, Pace
 
 ACCEPT = f"{JSON_TYPE}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
+_SHA256_HEX = frozenset("0123456789abcdef")
+Sink = Callable[[bytes], None]
 
 
 @dataclass(frozen=True)
 class IndexFile:
-    """One file of a project as an index lists it."""
+    """One file of a project as an index lists it. Every text in it is redacted and on
+    one line (control characters escaped): what is shown of it is safe to show."""
 
     filename: str
-    url: str  # absolute, no fragment
+    url: str  # absolute, no fragment, no user part
     sha256: str | None
     requires_python: str | None
     yanked: str | None  # None: not yanked; else the reason ("" when none given)
     has_metadata: bool
 
 
-def redact(url: str) -> str:
-    """``url`` without user name and password."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
-
-
-def split_credentials(url: str) -> tuple[str, str | None, str | None]:
-    """``http://user:pw@host/x`` -> (``http://host/x``, user, pw)."""
-    parts = urlsplit(url)
-    user = unquote(parts.username) if parts.username else None
-    password = unquote(parts.password) if parts.password else None
-    return redact(url), user, password
-
-
 def check_index_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https", "file") or (parts.scheme != "file" and not parts.hostname):
-        raise UsageError(f"'{redact(url)}' is not an index URL (like https://host/simple/)")
+        raise UsageError(f"'{one_line(url)}' is not an index URL (like https://host/simple/)")
     return url if url.endswith("/") else url + "/"
+
+
+def _sha256(value: object) -> str | None:
+    """A listed sha256, lower-case; anything that is not 64 hex digits is kept as
+    given (it then matches no file, which is what a wrong hash should do)."""
+    if not isinstance(value, str) or not value:
+        return None
+    lowered = value.lower()
+    return lowered if len(lowered) == 64 and set(lowered) <= _SHA256_HEX else one_line(value)
+
+
+class _Clean:
+    """Turns a page's raw strings into what an :class:`IndexFile` may hold."""
+
+    def __init__(self, secrets: tuple[str, ...]) -> None:
+        self.secrets = secrets
+
+    def text(self, value: object) -> str | None:
+        if value is None:
+            return None
+        return one_line(str(value), self.secrets, limit=1000)
+
+    def url(self, base: str, href: str) -> str:
+        url = strip_userinfo(urljoin(base, href)).partition("#")[0]
+        return one_line(url, self.secrets, limit=4000)
 
 
 class _Links(HTMLParser):
@@ -91,60 +104,88 @@ def _filename_of(url: str) -> str:
     return unquote(urlsplit(url).path.rsplit("/", 1)[-1])
 
 
-def parse_html(page_url: str, text: str) -> list[IndexFile]:
+def parse_html(page_url: str, text: str, secrets: tuple[str, ...] = ()) -> list[IndexFile]:
     parser = _Links()
     parser.feed(text)
+    parser.close()
     base = urljoin(page_url, parser.base) if parser.base else page_url
+    clean = _Clean(secrets)
     files = []
     for attrs, _label in parser.links:
         href = attrs.get("href")
         if not href:
             continue
-        url, _, fragment = urljoin(base, href).partition("#")
-        algorithm, _, digest = fragment.partition("=")
+        url = clean.url(base, href)
+        algorithm, _, digest = urljoin(base, href).partition("#")[2].partition("=")
         metadata = attrs.get("data-core-metadata") or attrs.get("data-dist-info-metadata")
         files.append(IndexFile(
-            filename=_filename_of(url),
+            filename=clean.text(_filename_of(url)) or "",
             url=url,
-            sha256=digest if algorithm == "sha256" and digest else None,
-            requires_python=attrs.get("data-requires-python"),
-            yanked=(attrs.get("data-yanked") or "") if "data-yanked" in attrs else None,
+            sha256=_sha256(digest) if algorithm == "sha256" else None,
+            requires_python=clean.text(attrs.get("data-requires-python")),
+            yanked=(clean.text(attrs.get("data-yanked")) or "") if "data-yanked" in attrs else None,
             has_metadata=bool(metadata) and metadata != "false"))
     return files
 
 
-def parse_json(page_url: str, text: str) -> list[IndexFile]:
+def _json_files(text: str) -> list[dict[str, object]]:
+    """The ``files`` of a PEP 691 page, each a dict with a string filename and url;
+    ValueError for anything else."""
     page = json.loads(text)
+    if not isinstance(page, dict):
+        raise ValueError("the JSON is not an object")
+    items = page.get("files", [])
+    if not isinstance(items, list):
+        raise ValueError("'files' is not a list")
+    for item in items:
+        if not (isinstance(item, dict) and isinstance(item.get("filename"), str)
+                and isinstance(item.get("url"), str)):
+            raise ValueError("a file entry has no 'filename' and 'url' strings")
+    return items
+
+
+def parse_json(page_url: str, text: str, secrets: tuple[str, ...] = ()) -> list[IndexFile]:
+    clean = _Clean(secrets)
     files = []
-    for item in page.get("files", []):
+    for item in _json_files(text):
         yanked = item.get("yanked", False)
         metadata = item.get("core-metadata", item.get("dist-info-metadata", False))
+        hashes = item.get("hashes")
+        requires = item.get("requires-python")
         files.append(IndexFile(
-            filename=item["filename"],
-            url=urljoin(page_url, item["url"]).partition("#")[0],
-            sha256=(item.get("hashes") or {}).get("sha256"),
-            requires_python=item.get("requires-python"),
-            yanked=None if yanked is False else ("" if yanked is True else str(yanked)),
+            filename=clean.text(item["filename"]) or "",
+            url=clean.url(page_url, str(item["url"])),
+            sha256=_sha256(hashes.get("sha256")) if isinstance(hashes, dict) else None,
+            requires_python=clean.text(requires) if isinstance(requires, str) else None,
+            yanked=None if yanked is False or yanked is None else
+            ("" if yanked is True else clean.text(yanked)),
             has_metadata=bool(metadata)))
     return files
 
 
 class SimpleClient:
-    """The Simple API of one index. ``auth`` is sent only to the index's own host."""
+    """The Simple API of one index. Its credentials (``login``, else the index URL's
+    user part) are sent only to the index's own origin; files elsewhere are read
+    without them."""
 
-    def __init__(self, index_url: str, auth: tuple[str, str] | None = None,
-                 timeout: float = 60) -> None:
+    def __init__(self, index_url: str, login: Login | None = None,
+                 timeout: float = DEFAULT_TIMEOUT) -> None:
         self.index_url = check_index_url(index_url)
-        self.display = redact(self.index_url)
         clean, user, password = split_credentials(self.index_url)
-        if auth is None and user is not None:
-            auth = (user, password or "")
         self._base = clean
-        self._client = httpx2.Client(auth=auth, timeout=timeout, follow_redirects=False,
-                                    headers={"Accept": ACCEPT})
+        self._http = IndexHttp(login or Login.for_url(clean, user, password), Pace(timeout),
+                               accept=ACCEPT)
+        self.display = self._http.show(clean)
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        return self._http.secrets
+
+    def show(self, text: str, limit: int = 300) -> str:
+        return self._http.show(text, limit)
 
     def close(self) -> None:
-        self._client.close()
+        self._http.close()
 
     def __enter__(self) -> SimpleClient:
         return self
@@ -155,54 +196,59 @@ class SimpleClient:
     def project_url(self, project: str) -> str:
         return f"{self._base}{canonicalize_name(project)}/"
 
+    def answers(self) -> bool:
+        """Whether the index URL itself answers 200 (is a Simple API root)."""
+        return self._http.page(self._base).found
+
     def project_files(self, project: str) -> list[IndexFile] | None:
         """The project's files; None when the index does not have the project."""
         url = self.project_url(project)
         if url.startswith("file:"):
             return self._local_files(url)
-        response = self.get(url)
-        if response.status_code == 404 or response.is_redirect:
-            # pypiserver redirects unknown projects to its fallback index (PyPI)
+        page = self._http.page(url)
+        if not page.found:  # 404, or pypiserver's redirect to its fallback index (PyPI)
             return None
-        content_type = response.headers.get("content-type", "").split(";")[0].strip()
-        text = response.text
         try:
-            if content_type == JSON_TYPE or content_type == "application/json":
-                return parse_json(url, text)
-            return parse_html(url, text)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise IndexServerError(f"{redact(url)} is not a Simple API page: {exc}") from None
+            if page.content_type in (JSON_TYPE, "application/json"):
+                return parse_json(url, page.text, self.secrets)
+            return parse_html(url, page.text, self.secrets)
+        except (ValueError, RecursionError) as exc:
+            raise IndexServerError(f"{self.show(url)} is not a Simple API page: "
+                                   f"{self.show(str(exc) or type(exc).__name__, 120)}") from None
 
-    def get(self, url: str) -> httpx2.Response:
-        """GET with every failure turned into one line; 401/403 are authentication
-        errors, other statuses above 399 (except 404) server errors."""
-        try:
-            response = self._client.get(url)
-        except httpx2.HTTPError as exc:
-            raise IndexServerError(f"cannot reach {redact(url)}: {describe_http_error(exc)}") \
-                from None
-        if response.status_code in (401, 403):
-            raise IndexAuthenticationError(
-                f"{redact(url)} refused access (HTTP {response.status_code}): check the user "
-                "name and password")
-        if response.status_code >= 400 and response.status_code != 404:
-            raise IndexServerError(f"{redact(url)} answered HTTP {response.status_code} "
-                                   f"{response.reason_phrase}")
-        return response
+    def fetch(self, url: str, sink: Sink, limit: int = MAX_FILE) -> None:
+        """A listed file's bytes into ``sink``: over http(s) for a remote index (without
+        credentials when the file is on another origin), from the disk for a
+        ``file://`` index. Any other link is refused."""
+        scheme = urlsplit(url).scheme.lower()
+        if scheme == "file" and self._base.startswith("file:"):
+            self._read_local(url, sink, limit)
+        elif scheme in ("http", "https") and not self._base.startswith("file:"):
+            self._http.download(url, sink, limit)
+        else:
+            raise IndexServerError(f"{self.display} links to {self.show(url)}, which is not "
+                                   "on the same kind of index (http(s) or file); refusing it")
 
     def file_sha256(self, url: str) -> str:
         """Download a file and hash it, for indexes that list no hash."""
         digest = hashlib.sha256()
-        try:
-            with self._client.stream("GET", url) as response:
-                if response.status_code != 200:
-                    raise IndexServerError(f"{redact(url)} answered HTTP {response.status_code}")
-                for chunk in response.iter_bytes():
-                    digest.update(chunk)
-        except httpx2.HTTPError as exc:
-            raise IndexServerError(f"cannot reach {redact(url)}: {describe_http_error(exc)}") \
-                from None
+        self.fetch(url, digest.update)
         return digest.hexdigest()
+
+    def _read_local(self, url: str, sink: Sink, limit: int) -> None:
+        path = Path(url2pathname(urlsplit(url).path))
+        size = 0
+        try:
+            with path.open("rb") as stream:
+                while chunk := stream.read(1 << 20):
+                    size += len(chunk)
+                    if size > limit:
+                        raise IndexServerError(f"{path} is larger than the {limit} bytes "
+                                               "accepted; refusing it")
+                    sink(chunk)
+        except OSError as exc:
+            raise IndexServerError(f"cannot read {self.show(str(path))}: "
+                                   f"{exc.strerror or type(exc).__name__}") from None
 
     def _local_files(self, url: str) -> list[IndexFile] | None:
         folder = Path(url2pathname(urlsplit(url).path))
@@ -211,20 +257,4 @@ class SimpleClient:
             if not folder.parent.is_dir():
                 raise IndexServerError(f"{self.display} is not a folder")
             return None
-        return parse_html(url, page.read_text(encoding="utf-8"))
-
-
-def describe_http_error(exc: httpx2.HTTPError) -> str:
-    """A short reason for a transport error, without URLs (which could carry secrets)."""
-    if isinstance(exc, httpx2.ConnectError):
-        reason = str(exc).lower()
-        if "refused" in reason:
-            return "connection refused (is the server running?)"
-        if "name or service not known" in reason or "nodename" in reason or "resolve" in reason:
-            return "unknown host"
-        return "cannot connect"
-    if isinstance(exc, httpx2.TimeoutException):
-        return "timed out"
-    if isinstance(exc, httpx2.UnsupportedProtocol | httpx2.InvalidURL):
-        return "not an http(s) URL"
-    return type(exc).__name__
+        return parse_html(url, page.read_text(encoding="utf-8", errors="replace"), self.secrets)
