@@ -46,7 +46,11 @@ class Staging:
 
 
 class SiteLock:
-    """An exclusive lock on a site, waiting for another run to finish if need be."""
+    """An exclusive lock on a site, waiting for another run to finish if need be.
+
+    A run refused on a new site removes the site again, lock file included, while
+    another run may be waiting for that lock: a lock taken on a file no longer at
+    ``path`` is let go and taken again on the file that is there now."""
 
     def __init__(self, path: Path, on_wait: Callable[[str], None] | None = None) -> None:
         self.path = path
@@ -54,6 +58,14 @@ class SiteLock:
         self._fd: int | None = None
 
     def __enter__(self) -> SiteLock:
+        while True:
+            fd = self._lock_once()
+            if self._still_there(fd):
+                self._fd = fd
+                return self
+            os.close(fd)
+
+    def _lock_once(self) -> int:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -62,11 +74,22 @@ class SiteLock:
             if self.on_wait:
                 self.on_wait(f"waiting for another kernel-wheels run on {self.path.parent.parent}")
             started = time.monotonic()
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except BaseException:
+                os.close(fd)
+                raise
             if self.on_wait:
                 self.on_wait(f"lock acquired after {time.monotonic() - started:.1f} s")
-        self._fd = fd
-        return self
+        return fd
+
+    def _still_there(self, fd: int) -> bool:
+        try:
+            on_disk = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(fd)
+        return (held.st_dev, held.st_ino) == (on_disk.st_dev, on_disk.st_ino)
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:

@@ -12,10 +12,17 @@ Layout (``docs/index-scheme.md``)::
 
 :func:`build_site` reads top to bottom: lock -> what the site holds -> what the inputs
 add (a different file under an existing name is refused) -> inspect and check the new
-wheels (all refused if one fails: nothing written) -> place files and metadata -> render
-the pages of the projects that changed -> root pages -> remove what is no longer
-listed -> state. Files are in place before any page links to them, and every file is
-replaced by a rename, so a run killed at any point leaves a valid index.
+wheels (all refused if one fails: nothing written, and a site folder the run created
+is removed again) -> place files and metadata -> render the pages whose files differ
+from what the state recorded -> root pages -> remove what is no longer listed ->
+state. Files are in place before any page links to them, and every file is replaced
+by a rename, so a run killed at any point leaves a valid index; and since the state
+records a project's pages and the site's targets only after they were written (a
+state written mid-run keeps the projects and targets of the wheels it no longer needs
+to inspect as pending), the next run finishes what a killed one left undone: it gives
+the same site as a run never interrupted.
+Every path written is proven inside the site (:func:`~kernel_wheels.confine.inside`):
+a folder of the site replaced by a link that leads out stops the run.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..confine import file_name, inside
 from ..errors import CheckFailedError, IndexConflictError
 from ..kernel.digest import file_sha256
 from .atomic import SiteLock, Staging
@@ -74,8 +82,9 @@ class SiteResult:
         }
 
 
-def _die_with_parent() -> None:
-    """Worker processes end when the run is killed (they hold the lock's descriptor)."""
+def _die_with_parent(parent: int) -> None:
+    """Worker processes end when the run is killed: they hold the lock's descriptor
+    (forked with it), and one left behind would keep every later run waiting."""
     try:
         import ctypes
         import signal
@@ -83,6 +92,10 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+    # A run killed between the fork and the line above sends no signal: its worker
+    # finds itself adopted by another process, and goes.
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 @dataclass(frozen=True)
@@ -113,7 +126,8 @@ def inspect_all(jobs: Sequence[_Job], processes: int) -> list[Inspection]:
     if workers <= 1:
         return [_inspect_job(job) for job in jobs]
     chunk = max(1, min(64, len(jobs) // (workers * 4)))
-    with ProcessPoolExecutor(workers, initializer=_die_with_parent) as pool:
+    with ProcessPoolExecutor(workers, initializer=_die_with_parent,
+                             initargs=(os.getpid(),)) as pool:
         return list(pool.map(_inspect_job, jobs, chunksize=chunk))
 
 
@@ -129,7 +143,8 @@ def _scan_site_files(files_dir: Path, state: SiteState) -> tuple[dict[str, Wheel
             cached = state.wheels.get(entry.name)
             if cached and cached[0] == stat_key(entry.stat()):
                 known[entry.name] = cached[1]
-            else:
+            else:  # not placed by a run (its name was checked then): check it now
+                file_name(entry.name, f"{files_dir}: a wheel in the site")
                 unknown.append(Path(entry.path))
     return known, unknown
 
@@ -189,7 +204,7 @@ def _inspect(jobs: Sequence[_Job], processes: int, state: SiteState,
     return inspections
 
 
-def _place(inspections: Sequence[Inspection], files_dir: Path, incoming: Path,
+def _place(site: Path, inspections: Sequence[Inspection], incoming: Path,
            facts: dict[str, WheelFacts], state: SiteState) -> set[str]:
     """Move checked wheels and their metadata files into ``files/`` (renames only).
     Returns the projects whose files may have changed."""
@@ -197,10 +212,11 @@ def _place(inspections: Sequence[Inspection], files_dir: Path, incoming: Path,
     for inspection in inspections:
         assert inspection.facts is not None
         name = inspection.facts.filename
-        final = files_dir / name
+        final = inside(site, f"{FILES}/{name}", "the site's files")
         if inspection.copy is not None:
             os.replace(inspection.copy, final)
-        os.replace(incoming / f"{name}.metadata", files_dir / f"{name}.metadata")
+        os.replace(incoming / f"{name}.metadata",
+                   inside(site, f"{FILES}/{name}.metadata", "the site's files"))
         facts[name] = inspection.facts
         state.wheels[name] = (stat_key(final.stat()), inspection.facts)
     for name in set(state.wheels) - set(facts):  # removed from files/ by hand
@@ -218,25 +234,69 @@ def _remember_inputs(state: SiteState, facts: dict[str, WheelFacts],
     state.inputs = remembered
 
 
-def _write_state(state: SiteState, state_dir: Path, staging: Staging) -> None:
+def _write_state(state: SiteState, site: Path, staging: Staging) -> None:
     text = state.to_json().encode()
-    path = state_dir / "state.json"
+    path = inside(site, f"{STATE_DIR}/state.json", "the site's state")
     if not (path.is_file() and path.read_bytes() == text):
         staging.write(path, text)
+
+
+def _make_folders(path: Path) -> list[Path]:
+    """Create ``path`` and its missing parents; those this call created, outermost
+    first."""
+    missing = [folder for folder in (path, *path.parents) if not folder.exists()]
+    created = []
+    for folder in reversed(missing):
+        try:
+            folder.mkdir()
+        except FileExistsError:  # made by another run meanwhile: not ours to remove
+            continue
+        created.append(folder)
+    return created
+
+
+def _undo_folders(created: Sequence[Path], lock: Path) -> None:
+    """After a refused run: remove the folders it created, innermost first, each only
+    if empty once the lock is gone."""
+    lock.unlink(missing_ok=True)  # a run waiting for it takes a new one (SiteLock)
+    for folder in reversed(created):
+        try:
+            folder.rmdir()
+        except OSError:  # not empty: it holds what is not this run's to remove
+            continue
 
 
 def build_site(site: Path, inputs: Sequence[Path], targets: Sequence[str] = (), *,
                jobs: int = 0, progress: Progress | None = None) -> SiteResult:
     """Add ``inputs`` (wheels or folders of wheels) to the static index at ``site`` and
     bring every page up to date. ``targets``: target keys to index beyond those of the
-    wheels' own builds."""
-    say = progress or (lambda _message: None)
+    wheels' own builds. A run that is refused (a wheel fails its checks, a conflict)
+    leaves the site as it was, and no site folder behind where there was none."""
     wanted_targets = {parse_target_key(t).key for t in targets}
     wheel_paths = collect_wheels(inputs)
+    for path in wheel_paths:
+        file_name(path.name, "a wheel to index")
+    state_dir = site / STATE_DIR
+    # Folders this run makes, so that a refusal can take them away again.
+    created = _make_folders(state_dir)
+    lock_path = inside(site, f"{STATE_DIR}/lock", "the site's lock")
+    with SiteLock(lock_path, on_wait=progress):
+        try:
+            return _build_locked(site, wheel_paths, wanted_targets, jobs, progress, created)
+        except BaseException:
+            if not (state_dir / "state.json").exists():  # nothing of this run was kept
+                _undo_folders(created, lock_path)
+            raise
+
+
+def _build_locked(site: Path, wheel_paths: Sequence[Path], wanted_targets: set[str], jobs: int,
+                  progress: Progress | None, created: list[Path]) -> SiteResult:
+    say = progress or (lambda _message: None)
     files_dir, state_dir = site / FILES, site / STATE_DIR
-    with SiteLock(state_dir / "lock", on_wait=say), Staging(state_dir / "staging") as staging:
+    with Staging(state_dir / "staging") as staging:
         state = SiteState.load(state_dir / "state.json")
-        files_dir.mkdir(parents=True, exist_ok=True)
+        created += _make_folders(files_dir)
+        inside(site, f"{FILES}/{FILES}", "the site's files")  # files/ leads nowhere else
         facts, unknown = _scan_site_files(files_dir, state)
         seen: dict[str, tuple[StatKey, str]] = {}
         new_paths, present = _new_inputs(site, wheel_paths, facts, unknown, state, seen)
@@ -246,24 +306,29 @@ def build_site(site: Path, inputs: Sequence[Path], targets: Sequence[str] = (), 
         inspections = _inspect([_Job(p, incoming, True) for p in new_paths]
                                + [_Job(p, incoming, False) for p in unknown], jobs, state, say)
         # Files and metadata first: no page may point at a file that is not there.
-        touched = _place(inspections, files_dir, incoming, facts, state)
+        # What this run changes, added to what a killed run left pending.
+        state.pending_projects |= _place(site, inspections, incoming, facts, state)
+        # Targets never go away, so only the wheels inspected now can add one.
+        state.pending_targets |= targets_of(
+            w for i in inspections if (w := parse_kernel_wheel(i.path.name)))
         _remember_inputs(state, facts, new_paths, seen)
         if len(inspections) >= 64:
             # A run killed from here on need not check these wheels again. Project
-            # records and targets still describe the old pages: the next run renders.
-            _write_state(state, state_dir, staging)
+            # records and targets still describe the old pages: the state keeps the
+            # projects and targets whose pages are still to be written as pending, for
+            # the next run (which will not inspect these wheels) to write them.
+            _write_state(state, site, staging)
 
-        writer = PageWriter(staging)
-        # Targets never go away, so only the wheels inspected now can add one.
-        all_targets = state.targets | wanted_targets | \
-            targets_of(w for i in inspections if (w := parse_kernel_wheel(i.path.name)))
-        listed = render_pages(site, facts, all_targets, state, touched, writer)
+        writer = PageWriter(staging, site)
+        all_targets = state.targets | state.pending_targets | wanted_targets
+        listed = render_pages(site, facts, all_targets, state, state.pending_projects, writer)
         write_roots(site, listed, writer)
         remove_unlisted(site, listed)
         _remove_stale_metadata(files_dir, facts)
-        write_landing_page(site, sorted(all_targets), staging)
+        write_landing_page(site, sorted(all_targets), writer)
         state.renderer, state.targets = RENDERER, all_targets
-        _write_state(state, state_dir, staging)
+        state.pending_targets, state.pending_projects = set(), set()
+        _write_state(state, site, staging)
 
     added = tuple(sorted(p.name for p in new_paths))
     say(f"{site}: {len(added)} wheel(s) added, {len(present)} already there; "

@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from .. import __version__
+from ..confine import inside
 from . import simple
 from .atomic import Staging
 from .sitestate import ProjectRecord, SiteState
@@ -54,19 +55,26 @@ def _entries(wheels: Iterable[KernelWheel], facts: dict[str, WheelFacts],
 
 
 class PageWriter:
-    """Writes a page's two forms when their bytes differ from what is there."""
+    """Writes a page's two forms when their bytes differ from what is there, each
+    path proven inside the site first."""
 
-    def __init__(self, staging: Staging) -> None:
+    def __init__(self, staging: Staging, site: Path) -> None:
         self.staging = staging
+        self.site = site
         self.written = 0
         self.unchanged = 0
 
+    def path(self, relative: str) -> Path:
+        return inside(self.site, relative, "a page of the site")
+
     def page(self, folder: Path, html: str, json_text: str, known_new: bool = False) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
+        relative = folder.relative_to(self.site).as_posix()
+        if relative != ".":
+            self.path(f"{relative}/index.html").parent.mkdir(parents=True, exist_ok=True)
         # JSON first: a reader of the HTML form (pip) then never sees an older JSON form
         # than HTML form for long; each file is replaced atomically anyway.
         for name, text in (("index.json", json_text), ("index.html", html)):
-            path = folder / name
+            path = self.path(name if relative == "." else f"{relative}/{name}")
             content = text.encode()
             if not known_new:
                 try:
@@ -80,11 +88,11 @@ class PageWriter:
 
 
 def render_pages(site: Path, facts: dict[str, WheelFacts], all_targets: set[str],
-                  state: SiteState, touched: set[str], writer: PageWriter) -> dict[str, set[str]]:
+                 state: SiteState, touched: set[str], writer: PageWriter) -> dict[str, set[str]]:
     """Render the project pages that may have changed: those of ``touched`` projects
-    (a wheel inspected or removed in this run) whose files really differ, all pages
-    of new targets, and any page missing on disk. Returns, per index, the projects it
-    lists."""
+    (a wheel inspected or removed in this run, or in a killed run that left them
+    pending) whose files really differ, all pages of new targets, and any page missing
+    on disk. Returns, per index, the projects it lists."""
     by_project: dict[str, list[WheelFacts]] = {}
     for fact in facts.values():
         by_project.setdefault(fact.project, []).append(fact)
@@ -148,11 +156,13 @@ def remove_unlisted(site: Path, listed: dict[str, set[str]]) -> None:
     for index, projects in listed.items():
         root = index_path(site, index)
         for name in _existing_projects(root) - projects:
-            if (root / name / "index.html").is_file():
-                shutil.rmtree(root / name, ignore_errors=True)
+            page = inside(site, f"{root.relative_to(site).as_posix()}/{name}/index.html",
+                          "a page of the site")
+            if page.is_file():
+                shutil.rmtree(page.parent, ignore_errors=True)
 
 
-def write_landing_page(site: Path, targets: list[str], staging: Staging) -> None:
+def write_landing_page(site: Path, targets: list[str], writer: PageWriter) -> None:
     items = [f'    <li><a href="{SIMPLE}/">{SIMPLE}/</a>: every wheel (for '
              "<code>kernel-wheels install</code>)</li>"]
     items += [f'    <li><a href="{escape(t)}/{SIMPLE}/">{escape(t)}/{SIMPLE}/</a>: '
@@ -162,10 +172,10 @@ def write_landing_page(site: Path, targets: list[str], staging: Staging) -> None
                       "    <title>Kernel wheels</title>", "  </head>", "  <body>",
                       "    <h1>Kernel wheels</h1>", "    <ul>", *items, "    </ul>",
                       "  </body>", "</html>"]) + "\n"
-    path = site / "index.html"
+    path = writer.path("index.html")
     try:
         if path.read_text() == html:
             return
     except FileNotFoundError:
         pass
-    staging.write(path, html.encode())
+    writer.staging.write(path, html.encode())

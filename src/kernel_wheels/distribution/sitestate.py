@@ -38,7 +38,13 @@ class SiteState:
     """Mutable on purpose: one run reads it, updates it and writes it back."""
 
     renderer: str = ""
+    #: The targets whose pages a finished run wrote.
     targets: set[str] = field(default_factory=set)
+    #: Targets of wheels placed by a run that had not written their pages yet when it
+    #: saved the state mid-way; the next run writes them (they are new targets to it).
+    pending_targets: set[str] = field(default_factory=set)
+    #: Projects whose files such a run changed: their pages are to be rendered.
+    pending_projects: set[str] = field(default_factory=set)
     wheels: dict[str, tuple[StatKey, WheelFacts]] = field(default_factory=dict)
     inputs: dict[str, tuple[StatKey, str]] = field(default_factory=dict)
     projects: dict[str, ProjectRecord] = field(default_factory=dict)
@@ -52,6 +58,8 @@ class SiteState:
             return cls(
                 renderer=raw["renderer"],
                 targets=set(raw["targets"]),
+                pending_targets=set(raw.get("pending_targets", [])),
+                pending_projects=set(raw.get("pending_projects", [])),
                 wheels={name: (tuple(row[0]), WheelFacts.from_json(name, row[1]))
                         for name, row in raw["wheels"].items()},
                 inputs={path: (tuple(row[0]), row[1])
@@ -67,6 +75,8 @@ class SiteState:
             "format": STATE_FORMAT,
             "renderer": self.renderer,
             "targets": sorted(self.targets),
+            "pending_targets": sorted(self.pending_targets),
+            "pending_projects": sorted(self.pending_projects),
             "wheels": {name: [list(key), facts.to_json()]
                        for name, (key, facts) in sorted(self.wheels.items())},
             "inputs": {path: [list(key), sha] for path, (key, sha) in sorted(self.inputs.items())},
