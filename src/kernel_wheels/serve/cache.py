@@ -6,8 +6,17 @@ Layout (``CACHE`` is ``--cache``)::
     CACHE/wheels/<commit>/<wheel>.metadata   its METADATA (the PEP 658 file)
     CACHE/wheels/<commit>/<wheel>.json       its facts: sha256, size, metadata sha256
     CACHE/locks/<commit>/<wheel>.lock        held while the wheel is being made
+    CACHE/locks/<commit>/<wheel>.failed      the last failure, for its back-off window
     CACHE/listings/<org>--<name>.json        the last Hub listing of each kernel
     CACHE/staging/                           conversions in progress (removed if abandoned)
+
+Every part of these paths that comes from outside (a commit id from the Hub's refs, a
+wheel's file name from a listing) is checked by :mod:`kernel_wheels.confine` before it
+is used: a commit id is 40 (or 64) hex digits, a file name one plain segment, and the
+joined path must stay inside ``CACHE`` through any link on disk. A refused name is an
+:class:`~kernel_wheels.errors.UnsafeNameError`, raised before anything is read or
+written. The eviction scan follows no link and touches only commit-named folders, so a
+link planted in the cache cannot make it delete files elsewhere.
 
 A wheel is placed with renames, metadata and facts first and the wheel last, so a
 reader never sees half an entry. The lock is an ``flock``, so two requests for the same
@@ -27,15 +36,20 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..confine import commit_id, file_name, inside
 from ..distribution.atomic import SiteLock
 from ..distribution.wheelfacts import WheelFacts
+from ..errors import ServeError, UnsafeNameError
 from .logs import EventLog
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -46,6 +60,16 @@ class CachedWheel:
     @property
     def metadata_path(self) -> Path:
         return self.path.with_name(self.path.name + ".metadata")
+
+
+@dataclass(frozen=True)
+class StoredFailure:
+    """A conversion's failure as another worker process recorded it."""
+
+    message: str
+    upstream: bool
+    #: Wall-clock seconds (processes share no monotonic clock) until it may be tried again.
+    until: float
 
 
 @dataclass(frozen=True)
@@ -75,7 +99,36 @@ class WheelCache:
             folder.mkdir(parents=True, exist_ok=True)
 
     def path(self, commit: str, filename: str) -> Path:
-        return self.wheels / commit / filename
+        """``CACHE/wheels/<commit>/<filename>`` to read, the names checked first (a
+        commit id and a plain file name cannot lead out; reads take no more: pages ask
+        for every wheel's facts, on the event loop)."""
+        return self._named("wheels", commit, filename)
+
+    def _named(self, folder: str, commit: str, filename: str) -> Path:
+        where = f"serve cache ({folder})"
+        commit_id(commit, where)  # names from the Hub: an UnsafeNameError (its fault)
+        file_name(filename, where)
+        return self.root / folder / commit / filename
+
+    def _inside(self, folder: str, commit: str, filename: str) -> Path:
+        """A path to write: named as :meth:`_named`, and inside the cache through
+        whatever links are on disk."""
+        self._named(folder, commit, filename)
+        return self._linked_inside(f"{folder}/{commit}/{filename}", f"serve cache ({folder})")
+
+    def _linked_inside(self, relative: str, where: str) -> Path:
+        """The cache's root, not the folder, is the bound: a folder of the cache replaced
+        by a link that leads out is refused too. That is the disk's fault, not the
+        Hub's: a ServeError (HTTP 500)."""
+        try:
+            return inside(self.root, relative, where)
+        except UnsafeNameError as exc:
+            raise ServeError(exc.message) from None
+
+    def listing_path(self, name: str) -> Path:
+        """``CACHE/listings/<name>``."""
+        where = "serve cache (listings)"
+        return self._linked_inside(f"listings/{file_name(name, where)}", where)
 
     def known_facts(self, commit: str, filename: str) -> WheelFacts | None:
         """The facts of a wheel converted once (by any process), without opening it.
@@ -83,10 +136,13 @@ class WheelCache:
         key = (commit, filename)
         if (facts := self._facts.get(key)) is not None:
             return facts
+        path = _facts_path(self.path(commit, filename))
         try:
-            row = json.loads(_facts_path(self.path(commit, filename)).read_text())
-            facts = WheelFacts.from_json(filename, row)
+            facts = WheelFacts.from_json(filename, json.loads(path.read_text()))
         except (OSError, ValueError, TypeError, AssertionError):
+            return None
+        # They become response headers (ETag) and page hashes: nothing but hex digits.
+        if not (_SHA256.fullmatch(facts.sha256) and _SHA256.fullmatch(facts.metadata_sha256)):
             return None
         with self._facts_lock:
             self._facts[key] = facts
@@ -101,15 +157,40 @@ class WheelCache:
         return CachedWheel(path, facts) if facts is not None else None
 
     @contextlib.contextmanager
-    def making(self, commit: str, filename: str) -> Iterator[None]:
-        """Held while a wheel is made: others wanting it wait, then find it cached."""
-        with SiteLock(self.locks / commit / f"{filename}.lock"):
+    def making(self, commit: str, filename: str,
+               on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+        """Held while a wheel is made: others wanting it wait (``on_wait`` is told), then
+        find it cached."""
+        with SiteLock(self._inside("locks", commit, f"{filename}.lock"), on_wait):
             yield
+
+    def record_failure(self, commit: str, filename: str, failure: StoredFailure) -> None:
+        """Tell the other worker processes that making this wheel failed (written while
+        holding its lock, read by the next holder)."""
+        path = self._inside("locks", commit, f"{filename}.failed")
+        temp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}")
+        with contextlib.suppress(OSError):  # a full disk: each process then tries once
+            temp.write_text(json.dumps([failure.message, failure.upstream, failure.until]))
+            os.replace(temp, path)
+
+    def recorded_failure(self, commit: str, filename: str) -> StoredFailure | None:
+        """The failure another process recorded, while its back-off window lasts."""
+        path = self._named("locks", commit, f"{filename}.failed")
+        try:
+            message, upstream, until = json.loads(path.read_text())
+            failure = StoredFailure(str(message).splitlines()[0], bool(upstream), float(until))
+        except (OSError, ValueError, TypeError, IndexError):
+            return None
+        return failure if time.time() < failure.until else None
+
+    def clear_failure(self, commit: str, filename: str) -> None:
+        with contextlib.suppress(OSError):
+            self._inside("locks", commit, f"{filename}.failed").unlink()
 
     def place(self, commit: str, wheel: Path, facts: WheelFacts, metadata: bytes) -> CachedWheel:
         """Move a checked wheel (on the same disk) into the cache with its metadata and
         facts; the wheel's name appears last."""
-        final = self.path(commit, wheel.name)
+        final = self._inside("wheels", commit, wheel.name)
         final.parent.mkdir(parents=True, exist_ok=True)
         for suffix, content in ((".metadata", metadata),
                                 (".json", json.dumps(facts.to_json()).encode())):
@@ -136,8 +217,12 @@ class WheelCache:
         """(last use, bytes with metadata and facts, wheel path) of every cached wheel."""
         entries = []
         for commit in _scandir(self.wheels):
+            # Only real folders named as commits: a planted link is never followed (the
+            # eviction would delete what it leads to).
+            if not _is_commit_folder(commit):
+                continue
             for entry in _scandir(Path(commit.path)):
-                if not entry.name.endswith(".whl"):
+                if not entry.name.endswith(".whl") or entry.is_symlink():
                     continue
                 try:
                     stat = entry.stat()
@@ -190,6 +275,14 @@ class WheelCache:
         except OSError:
             return False
         return True
+
+
+def _is_commit_folder(entry: os.DirEntry[str]) -> bool:
+    try:
+        commit_id(entry.name, "serve cache")
+        return entry.is_dir(follow_symlinks=False)
+    except (OSError, UnsafeNameError):
+        return False
 
 
 def _scandir(folder: Path) -> list[os.DirEntry[str]]:
