@@ -32,6 +32,7 @@ tag vX.Y.Z is a version. A wheel is converted on its first request (like to-whee
 X.Y.Z --variant V), checked, cached by commit and served with the same bytes after.
 /healthz answers 200 with a small JSON. Logs are JSON lines on stderr, one per request.
 Authentication: --auth-file, or htpasswd lines in $KERNEL_WHEELS_SERVE_HTPASSWD.
+Connections idle, or slow to send their request, for --idle-timeout seconds are closed.
 See docs/serve.md.
 """
 
@@ -61,6 +62,12 @@ def register(commands: Any) -> argparse.ArgumentParser:
     sv.add_argument("--ttl", type=float, default=DEFAULT_TTL, metavar="SECONDS",
                     help="how long a Hub listing is trusted before it is asked again; a new "
                          f"tag appears after at most this long (default: {DEFAULT_TTL:g})")
+    sv.add_argument("--idle-timeout", type=float, metavar="SECONDS",
+                    help="close a connection that stays idle, or takes longer to send its request "
+                         "head, than this (default: $KERNEL_WHEELS_SERVE_IDLE_TIMEOUT, else 15)")
+    sv.add_argument("--conversions", type=int, default=4, metavar="N",
+                    help="wheels converted at once per worker process, in threads of their own "
+                         "(default: 4); more requests wait without holding a thread")
     sv.add_argument("--auth-file", type=Path, metavar="HTPASSWD",
                     help="require HTTP basic authentication of clients, against this htpasswd "
                          "file (apr1, sha256/512-crypt, bcrypt with the bcrypt package)")
@@ -83,7 +90,12 @@ def _require_server_stack() -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..cache import cache_dir
-    from ..serve.settings import ServeSettings, parse_kernels, parse_size
+    from ..serve.settings import (
+        ServeSettings,
+        idle_timeout_from_environment,
+        parse_kernels,
+        parse_size,
+    )
     from .common import network
 
     _require_server_stack()
@@ -93,7 +105,9 @@ def run(args: argparse.Namespace) -> int:
         cache=(args.cache or cache_dir("serve")).expanduser().resolve(),
         host=args.host, port=args.port, workers=args.workers, ttl=args.ttl,
         cache_size=parse_size(args.cache_size), auth_file=args.auth_file,
-        repo_type=args.repo_type, timeout=args.timeout, retries=args.retries)
+        repo_type=args.repo_type, timeout=args.timeout, retries=args.retries,
+        idle_timeout=args.idle_timeout if args.idle_timeout is not None else idle_timeout_from_environment(),
+        conversions=args.conversions)
     from ..serve.server import run_server
 
     run_server(settings)

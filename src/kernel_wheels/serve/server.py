@@ -6,6 +6,11 @@ The socket is bound here, before uvicorn starts, so that a port in use is one li
 to uvicorn's supervisor, which starts N processes (each builds its own application
 from the settings in the environment) and replaces any that dies.
 
+Connections: a connection idle, or sending its request head, for ``--idle-timeout``
+seconds is closed (:mod:`.connections`); the limit on open files is raised to the
+system's hard limit, so that many idle clients exhaust neither the descriptors nor
+the server.
+
 Shutdown is uvicorn's: on SIGTERM or Ctrl-C it stops accepting connections and waits
 for the requests in flight, conversions included, to finish; then the application's
 lifespan ends. A process killed outright leaves its staging folder behind, which the
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import socket
 from collections.abc import Iterator
@@ -62,13 +68,30 @@ def _signals_end_quietly() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def _config(app: ASGIApp | str, factory: bool = False, workers: int = 1) -> uvicorn.Config:
+#: Open files wanted (sockets included), when the hard limit allows.
+_OPEN_FILES = 65536
+
+
+def _raise_open_file_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = _OPEN_FILES if hard == resource.RLIM_INFINITY else min(hard, _OPEN_FILES)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
+def _config(settings: ServeSettings, app: ASGIApp | str, factory: bool = False) -> uvicorn.Config:
     import uvicorn
 
+    from .connections import DeadlineH11Protocol
+
     # No timeout_graceful_shutdown: a conversion in flight is finished, not cut.
-    return uvicorn.Config(app, factory=factory, workers=workers, lifespan="on",
+    # timeout_keep_alive is also the deadline of every request head (DeadlineH11Protocol).
+    return uvicorn.Config(app, factory=factory, workers=settings.workers, lifespan="on",
                           log_config=uvicorn_log_config(), access_log=False,
-                          server_header=False, timeout_graceful_shutdown=None)
+                          server_header=False, timeout_graceful_shutdown=None,
+                          http=DeadlineH11Protocol,
+                          timeout_keep_alive=settings.idle_timeout)  # type: ignore[arg-type]
 
 
 def run_server(settings: ServeSettings, events: EventLog | None = None) -> None:
@@ -77,17 +100,19 @@ def run_server(settings: ServeSettings, events: EventLog | None = None) -> None:
     events = events or EventLog()
     users = load_users(settings)  # a bad htpasswd file: one line, before anything listens
     WheelCache(settings.cache, settings.cache_size, events).prepare()  # likewise the cache
+    _raise_open_file_limit()
     sock = listen(settings.host, settings.port)
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     events.write("start", url=f"http://{host}:{settings.port}/", workers=settings.workers,
                  kernels=[k.repo_id for k in settings.kernels], cache=str(settings.cache),
                  cache_limit=settings.cache_size, ttl=settings.ttl,
+                 idle_timeout=settings.idle_timeout, conversions=settings.conversions,
                  authentication="htpasswd file" if settings.auth_file else
                  "htpasswd from the environment" if os.environ.get(HTPASSWD_VARIABLE) else "off")
     try:
         with _signals_end_quietly():
             if settings.workers == 1:
-                server = uvicorn.Server(_config(create_app(settings, events, users)))
+                server = uvicorn.Server(_config(settings, create_app(settings, events, users)))
                 server.run(sockets=[sock])
                 if not server.started:
                     raise ServeError("the server did not start (see the log above)")
@@ -95,8 +120,8 @@ def run_server(settings: ServeSettings, events: EventLog | None = None) -> None:
                 from uvicorn.supervisors import Multiprocess
 
                 os.environ[SETTINGS_VARIABLE] = settings.to_json()
-                config = _config("kernel_wheels.serve.app:app_from_environment", factory=True,
-                                 workers=settings.workers)
+                config = _config(settings, "kernel_wheels.serve.app:app_from_environment",
+                                 factory=True)
                 Multiprocess(config, sockets=[sock]).run()
     finally:
         sock.close()

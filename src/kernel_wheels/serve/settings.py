@@ -9,6 +9,7 @@ hold a secret: the htpasswd file is named, its environment form is read in each 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import asdict, dataclass
@@ -22,6 +23,12 @@ from ..errors import UsageError
 SETTINGS_VARIABLE = "KERNEL_WHEELS_SERVE_SETTINGS"
 #: htpasswd lines given in the environment instead of ``--auth-file`` (no file to mount).
 HTPASSWD_VARIABLE = "KERNEL_WHEELS_SERVE_HTPASSWD"
+#: ``--idle-timeout`` from the environment.
+IDLE_TIMEOUT_VARIABLE = "KERNEL_WHEELS_SERVE_IDLE_TIMEOUT"
+DEFAULT_IDLE_TIMEOUT = 15.0
+MAX_IDLE_TIMEOUT = 3600.0
+DEFAULT_CONVERSIONS = 4
+MAX_CONVERSIONS = 64
 
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?", re.IGNORECASE)
@@ -62,6 +69,11 @@ class ServeSettings:
     #: Per Hub request (None: $KERNEL_WHEELS_TIMEOUT or 30 s); retries likewise.
     timeout: float | None = None
     retries: int | None = None
+    #: Seconds a connection may stay idle, or spend sending its request head, before it
+    #: is closed (a request being answered is never cut).
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    #: Conversions at once per worker process (their own threads).
+    conversions: int = DEFAULT_CONVERSIONS
 
     def __post_init__(self) -> None:
         if not self.kernels:
@@ -81,6 +93,12 @@ class ServeSettings:
             raise UsageError(f"--ttl {self.ttl}: give 0 or more seconds")
         if self.cache_size <= 0:
             raise UsageError("--cache-size must be above 0")
+        if not (isinstance(self.idle_timeout, (int, float)) and math.isfinite(self.idle_timeout)
+                and 0 < self.idle_timeout <= MAX_IDLE_TIMEOUT):
+            raise UsageError(f"--idle-timeout {self.idle_timeout}: give seconds above 0, at most "
+                             f"{MAX_IDLE_TIMEOUT:g}")
+        if not 1 <= self.conversions <= MAX_CONVERSIONS:
+            raise UsageError(f"--conversions {self.conversions}: give 1 to {MAX_CONVERSIONS}")
 
     def to_json(self) -> str:
         fields = asdict(self)
@@ -104,6 +122,17 @@ class ServeSettings:
             raise UsageError(f"{SETTINGS_VARIABLE} is not set: start the server with "
                              "kernel-wheels serve")
         return cls.from_json(text)
+
+
+def idle_timeout_from_environment() -> float:
+    """``$KERNEL_WHEELS_SERVE_IDLE_TIMEOUT``, else the default (15 s)."""
+    text = os.environ.get(IDLE_TIMEOUT_VARIABLE, "").strip()
+    if not text:
+        return DEFAULT_IDLE_TIMEOUT
+    try:
+        return float(text)
+    except ValueError:
+        raise UsageError(f"{IDLE_TIMEOUT_VARIABLE}={text[:40]!r} is not a number of seconds") from None
 
 
 def parse_kernels(given: str | None, file: Path | None) -> tuple[Kernel, ...]:
