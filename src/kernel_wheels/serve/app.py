@@ -38,7 +38,7 @@ from ..distribution.targets import Target, parse_target_key
 from ..distribution.wheelfacts import WheelFacts
 from ..errors import ListingUnavailableError, UsageError, WheelUnavailableError
 from ..network import NetworkSettings
-from .auth import BasicAuth, Users
+from .auth import Authenticator, BasicAuth, Users
 from .cache import WheelCache
 from .catalog import Catalog, HubListing, KernelListing, ServedWheel, all_wheels
 from .conversions import Conversions, OpenedFile
@@ -285,7 +285,7 @@ def create_app(settings: ServeSettings, events: EventLog | None = None,
     app: ASGIApp = Starlette(routes=handlers.routes(), lifespan=handlers.lifespan)
     users = users or load_users(settings)
     if users is not None:
-        app = BasicAuth(app, users)
+        app = BasicAuth(app, Authenticator(users))
     return AccessLog(app, events)
 
 
