@@ -10,15 +10,22 @@ Routes::
     GET /files/<wheel>                     the wheel, converted on its first request
     GET /files/<wheel>.metadata            its METADATA (PEP 658), likewise
 
-Everything that may wait (the Hub, a conversion, a directory scan) runs in a worker
-thread; a page whose listing is fresh is answered without one (it reads at most the
-small facts file of each of its wheels).
+What may wait long (the Hub, a conversion) runs in pools of its own and is awaited on
+the event loop (:mod:`.flight`), so the worker threads that open cached files and scan
+the cache are never held by the Hub; a page whose listing is fresh is answered without
+any thread (it reads at most the small facts file of each of its wheels).
+
+Every handler answers an error with one line (502 when the Hub failed or sent something
+unusable, 500 when we did) and logs it (``request-failed``); nothing escapes as a bare
+500 or a traceback.
 """
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -36,13 +43,20 @@ from ..convert.output import OutputFolder
 from ..distribution import simple
 from ..distribution.targets import Target, parse_target_key
 from ..distribution.wheelfacts import WheelFacts
-from ..errors import ListingUnavailableError, UsageError, WheelUnavailableError
+from ..errors import (
+    KernelWheelsError,
+    ListingUnavailableError,
+    SourceError,
+    UsageError,
+    WheelUnavailableError,
+)
 from ..network import NetworkSettings
 from .auth import Authenticator, BasicAuth, Users
 from .cache import WheelCache
-from .catalog import Catalog, HubListing, KernelListing, ServedWheel, all_wheels
-from .conversions import Conversions, OpenedFile
-from .logs import AccessLog, EventLog
+from .catalog import Catalog, HubListing, KernelHealth, KernelListing, ServedWheel, all_wheels, unusable
+from .conversions import BackOff, Conversions, OpenedFile
+from .flight import SingleFlight
+from .logs import AccessLog, EventLog, json_hub_logs
 from .negotiation import SUPPORTED, negotiate
 from .pages import entries, for_target, landing_page, target_keys
 from .settings import HTPASSWD_VARIABLE, ServeSettings
@@ -51,9 +65,9 @@ if TYPE_CHECKING:
     from ..sources.hub import HubSource
 
 _CHUNK = 256 << 10
-#: How long a conversion that failed in a way that would repeat (a check) is not tried
-#: again; a Hub failure is never remembered.
-_FAILURE_MEMORY = 60.0
+#: Threads that refresh Hub listings, per worker process (one refresh per kernel at a time).
+_LISTING_THREADS = 4
+Handler = Callable[["Handlers", Request], Awaitable[Response]]
 
 
 class OpenedFileResponse(Response):
@@ -93,15 +107,38 @@ class OpenedFileResponse(Response):
 
 
 def _line(status: int, message: str) -> PlainTextResponse:
-    return PlainTextResponse(message.splitlines()[0] + "\n", status_code=status)
+    first = next((line for line in message.splitlines() if line.strip()), "error")
+    return PlainTextResponse(first + "\n", status_code=status)
+
+
+def one_line_errors(handler: Handler) -> Handler:
+    """Any failure of ``handler`` as one line: 502 for the Hub's (unreachable, refused,
+    an answer that cannot be used, a name that would lead out of the cache), 500 for
+    ours; each is logged with its reason."""
+    @functools.wraps(handler)
+    async def guarded(self: Handlers, request: Request) -> Response:
+        try:
+            return await handler(self, request)
+        except WheelUnavailableError as exc:
+            status, reason = (502 if exc.upstream else 500), exc.message
+        except (ListingUnavailableError, SourceError) as exc:  # the Hub's, ambiguous versions
+            status, reason = 502, exc.message
+        except KernelWheelsError as exc:
+            status, reason = 500, exc.message
+        except Exception as exc:  # a bug of ours: one line for the client, the type logged
+            status, reason = 500, f"internal error ({unusable(exc)})"
+        self.events.write("request-failed", path=request.url.path, status=status, reason=reason)
+        return _line(status, reason)
+    return guarded
 
 
 class Handlers:
     """The route handlers over one catalog, cache and conversion queue."""
 
     def __init__(self, catalog: Catalog, cache: WheelCache, conversions: Conversions,
-                 events: EventLog) -> None:
+                 events: EventLog, pools: tuple[ThreadPoolExecutor, ...] = ()) -> None:
         self.catalog, self.cache, self.conversions, self.events = catalog, cache, conversions, events
+        self.pools = pools
 
     def routes(self) -> list[Route]:
         return [
@@ -120,18 +157,20 @@ class Handlers:
             self.cache.prepare()
             OutputFolder(self.cache.staging).remove_stale_staging()  # of processes that died
             self.cache.evict()  # the limit may have been lowered since the last run
+            self.catalog.load_stored()
 
         await run_in_threadpool(prepare)
         self.events.write("ready", version=__version__)
-        yield
-        self.events.write("stopped")
+        try:
+            yield
+        finally:
+            for pool in self.pools:  # requests in flight have ended (graceful shutdown)
+                pool.shutdown(wait=False, cancel_futures=True)
+            self.events.write("stopped")
 
     # -- helpers ------------------------------------------------------------------------
     async def _listings(self) -> list[KernelListing]:
-        fresh = [self.catalog.fresh(k) for k in self.catalog.kernels.values()]
-        if all(listing is not None for listing in fresh):
-            return [listing for listing in fresh if listing is not None]
-        return await run_in_threadpool(self.catalog.listings)
+        return await self.catalog.listings()
 
     @staticmethod
     def _target(request: Request) -> Target | None:
@@ -139,26 +178,39 @@ class Handlers:
         return parse_target_key(key) if key is not None else None
 
     # -- routes -------------------------------------------------------------------------
+    @one_line_errors
     async def landing(self, request: Request) -> Response:
         listings = await self._listings()
         return HTMLResponse(landing_page([k.project for k in self.catalog.kernels.values()],
                                          target_keys(all_wheels(listings))))
 
+    @one_line_errors
     async def health(self, request: Request) -> Response:
         """Checks what this process needs to serve: the cache folder is writable. The
         Hub is not asked (a Hub outage is served from the cache); the last listing
-        attempts are reported."""
+        attempts are reported: "degraded" while a kernel cannot be listed at all. Which
+        kernels and why is told to authenticated clients (everyone without --auth-file)."""
         writable = await run_in_threadpool(self.cache.writable)
         usage = await run_in_threadpool(self.cache.usage)
+        kernels = self.catalog.health()
+        degraded = any(k.state == "unlisted" for k in kernels)
         body: dict[str, Any] = {
-            "status": "ok" if writable else "cache not writable",
+            "status": "cache not writable" if not writable else "degraded" if degraded else "ok",
             "version": __version__,
             **self.catalog.status(),
+            "ambiguous": sum(len(k.ambiguous) for k in kernels),
+            "conversions": {"running": self.conversions.flights.running(),
+                            "waiting": self.conversions.waiting},
             "cache": {"wheels": usage.wheels, "bytes": usage.bytes, "limit": usage.limit,
                       "writable": writable},
         }
+        state = request.scope.get("state", {})
+        if not state.get("authentication") or state.get("user"):
+            body["problems"] = [_problem(k) for k in kernels
+                                if k.state in ("unlisted", "stale") or k.ambiguous]
         return JSONResponse(body, status_code=200 if writable else 503)
 
+    @one_line_errors
     async def index_root(self, request: Request) -> Response:
         try:
             target = self._target(request)
@@ -174,6 +226,7 @@ class Handlers:
         return Response(body, headers={"vary": "Accept", "cache-control": "no-cache"},
                         media_type=form.content_type)
 
+    @one_line_errors
     async def project_page(self, request: Request) -> Response:
         try:
             target = self._target(request)
@@ -188,12 +241,7 @@ class Handlers:
         form = negotiate(request.headers.get("accept"), request.query_params.get("format"))
         if form is None:
             return _line(406, f"no acceptable form; this index serves {SUPPORTED}")
-        listing = self.catalog.fresh(kernel)
-        if listing is None:
-            try:
-                listing = await run_in_threadpool(self.catalog.listing, kernel)
-            except ListingUnavailableError as exc:
-                return _line(502, exc.message)
+        listing = await self.catalog.current(kernel)  # ListingUnavailableError: a 502
         wheels = for_target(listing.wheels, target)
         if not wheels:
             where = f"for {target.key}" if target else "yet"
@@ -207,6 +255,7 @@ class Handlers:
     def _facts(self, wheel: ServedWheel) -> WheelFacts | None:
         return self.cache.known_facts(wheel.commit, wheel.filename)
 
+    @one_line_errors
     async def file(self, request: Request) -> Response:
         filename = request.path_params["filename"]
         metadata = filename.endswith(".whl.metadata")
@@ -215,23 +264,28 @@ class Handlers:
             project = parse_wheel_filename(wheel_name)[0]
         except InvalidWheelFilename:
             return _line(404, f"no file {filename} here")
-        wheel = await run_in_threadpool(self._find, project, wheel_name)
-        if isinstance(wheel, Response):
-            return wheel
-        try:
-            opened = await run_in_threadpool(self.conversions.open, wheel, metadata)
-        except WheelUnavailableError as exc:
-            return _line(502 if exc.upstream else 500, exc.message)
+        wheel = await self.catalog.find(project, wheel_name)
+        if wheel is None:
+            return _line(404, f"no file {wheel_name} here")
+        opened = await self.conversions.open(wheel, metadata)
         not_modified = request.headers.get("if-none-match") == f'"{opened.sha256}"'
         media_type = "text/plain; charset=utf-8" if metadata else "application/octet-stream"
         return OpenedFileResponse(opened, media_type, not_modified)
 
-    def _find(self, project: str, wheel_name: str) -> ServedWheel | Response:
-        try:
-            wheel = self.catalog.find(project, wheel_name)
-        except ListingUnavailableError as exc:
-            return _line(502, exc.message)
-        return wheel if wheel is not None else _line(404, f"no file {wheel_name} here")
+
+async def _no_such_page(request: Request, exc: Exception) -> Response:
+    """Paths no route takes (``/files/a/b``, an encoded ``..``): one line too."""
+    status = getattr(exc, "status_code", 404)
+    return _line(status, "no such page here" if status == 404 else "method not allowed")
+
+
+def _problem(kernel: KernelHealth) -> dict[str, Any]:
+    problem: dict[str, Any] = {"repo": kernel.repo, "state": kernel.state}
+    if kernel.reason:
+        problem["reason"] = kernel.reason
+    if kernel.ambiguous:
+        problem["ambiguous"] = list(kernel.ambiguous)
+    return problem
 
 
 def load_users(settings: ServeSettings) -> Users | None:
@@ -275,14 +329,21 @@ def create_app(settings: ServeSettings, events: EventLog | None = None,
     from huggingface_hub.utils import disable_progress_bars  # type: ignore[attr-defined]
 
     disable_progress_bars()  # a server's stderr is its log: JSON lines only
+    json_hub_logs()
     events = events or EventLog()
     cache = WheelCache(settings.cache, settings.cache_size, events)
     listing_sources, conversion_sources = hub_sources(settings, events)
-    catalog = Catalog(settings.kernels, HubListing(listing_sources), cache.listings,
-                      settings.ttl, events)
-    conversions = Conversions(cache, catalog, conversion_sources, events, _FAILURE_MEMORY)
-    handlers = Handlers(catalog, cache, conversions, events)
-    app: ASGIApp = Starlette(routes=handlers.routes(), lifespan=handlers.lifespan)
+    # Their own bounded pools: a Hub that stalls holds these threads, and only these.
+    listing_pool = ThreadPoolExecutor(min(_LISTING_THREADS, len(settings.kernels)),
+                                      thread_name_prefix="kw-listing")
+    conversion_pool = ThreadPoolExecutor(settings.conversions, thread_name_prefix="kw-conversion")
+    catalog = Catalog(settings.kernels, HubListing(listing_sources), cache.listing_path,
+                      settings.ttl, events, SingleFlight(listing_pool))
+    conversions = Conversions(cache, catalog, conversion_sources, events,
+                              SingleFlight(conversion_pool), BackOff())
+    handlers = Handlers(catalog, cache, conversions, events, (listing_pool, conversion_pool))
+    app: ASGIApp = Starlette(routes=handlers.routes(), lifespan=handlers.lifespan,
+                             exception_handlers={404: _no_such_page, 405: _no_such_page})
     users = users or load_users(settings)
     if users is not None:
         app = BasicAuth(app, Authenticator(users))

@@ -12,43 +12,69 @@ listing is also written to the cache folder, so that a server restarted while th
 is down still knows what it served. When a refresh fails, the last listing is served
 ("stale") and the Hub is not asked again for a while, so that an outage does not make
 every request wait for its timeouts.
+
+Every Hub answer is hostile until checked: a commit id must be one (40 or 64 hex digits:
+it becomes a folder of the wheel cache), a variant name a plain file name, and an answer
+huggingface_hub cannot read (HTML, garbage, a wrong shape) is a Hub failure with one line,
+never an exception escaping to a request. Listings read back from the cache folder are
+checked the same way. Two release tags that spell one version on different commits
+(``v1.1.2`` and ``v1.01.2``) are listed once and marked ambiguous: their wheels are
+refused, never converted.
+
+Requests wait for a refresh on the event loop (:class:`~kernel_wheels.serve.flight.SingleFlight`):
+one refresh per kernel runs in a pool of its own, and a request that already knows a
+listing waits for it at most ``patience`` seconds before being answered from the one it
+knows.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
+from ..confine import commit_id, file_name, shown
 from ..errors import (
+    AmbiguousVersionError,
     AuthenticationError,
+    KernelWheelsError,
     ListingUnavailableError,
     NetworkError,
     RepoNotFoundError,
     SourceError,
+    UnsafeNameError,
     VariantError,
 )
 from ..kernel.revision import Revision
 from ..kernel.variants import parse_variant
 from ..kernel.versions import tag_version
 from ..wheel.plan import TagOptions, plan_wheel
+from .flight import SingleFlight
 from .logs import EventLog
 from .settings import Kernel
 
 if TYPE_CHECKING:
     from ..sources.hub import HubSource
 
+T = TypeVar("T")
+
 #: After a failed refresh, the Hub is asked again after this many seconds at most.
 RETRY_AFTER_FAILURE = 30.0
-_LISTING_FORMAT = 1
+#: How long a request that knows a listing waits for its refresh before using it.
+REFRESH_PATIENCE = 5.0
+_LISTING_FORMAT = 2
+_READABLE_FORMATS = (1, 2)
 
 
 class Hub(Protocol):
@@ -72,10 +98,36 @@ class HubListing:
         self.sources = sources
 
     def release_tags(self, repo_id: str) -> dict[str, str]:
-        return self.sources[repo_id].release_tags()
+        return self._asked(repo_id, "listing refs", self.sources[repo_id].release_tags)
 
     def variant_names(self, repo_id: str, tag: str, commit: str) -> list[str]:
-        return self.sources[repo_id].variant_names(Revision(tag, tag, commit, None))
+        return self._asked(repo_id, "listing build/", partial(
+            self.sources[repo_id].variant_names, Revision(tag, tag, commit, None)))
+
+    def _asked(self, repo_id: str, what: str, call: Callable[[], T]) -> T:
+        try:
+            return call()
+        except SourceError:
+            raise
+        except Exception as exc:  # an answer huggingface_hub could not read: HTML, garbage
+            endpoint = _without_credentials(str(getattr(self.sources[repo_id], "endpoint", "the Hub")))
+            raise NetworkError(f"{what} of {repo_id}: {endpoint} sent an answer that cannot be "
+                               f"used ({unusable(exc)})") from None
+
+
+def _without_credentials(url: str) -> str:
+    """A URL as it may be shown (/healthz, 502 bodies): no user or password in it."""
+    split = urlsplit(url)
+    if split.username is None and split.password is None:
+        return url
+    host = split.hostname or ""
+    return urlunsplit(split._replace(netloc=host + (f":{split.port}" if split.port else "")))
+
+
+def unusable(exc: BaseException) -> str:
+    """``TypeName: first line`` of an exception, on one line and short (it is shown)."""
+    text = str(exc).splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {shown(text, 160)}" if text else type(exc).__name__
 
 
 @dataclass(frozen=True)
@@ -89,6 +141,8 @@ class ServedWheel:
     commit: str
     variant: str
     requires_python: str
+    #: Why the wheel is refused without a conversion (two tags spell its version).
+    ambiguity: str | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +150,35 @@ class Release:
     tag: str
     commit: str
     variants: tuple[str, ...]
+    #: Other tags that spell the same version on other commits: (tag, commit).
+    rivals: tuple[tuple[str, str], ...] = ()
+
+    def ambiguity(self, repo_id: str) -> str | None:
+        if not self.rivals:
+            return None
+        tags = [(self.tag, self.commit), *self.rivals]
+        named = " and ".join(f"{tag} ({commit[:12]})" for tag, commit in tags)
+        return (AmbiguousVersionError(
+            f"{repo_id}: the tags {named} spell one version on different commits; which "
+            "one is meant cannot be told, so neither is served").message)
+
+
+def checked_release(where: str, tag: object, commit: object, variants: Iterable[object],
+                    rivals: Iterable[Sequence[object]] = ()) -> Release:
+    """A release from a Hub answer or a stored listing (``where``), every name checked
+    (:mod:`kernel_wheels.confine`): the commit becomes a folder of the cache, and a
+    variant's name a filter and part of a file name."""
+    if not isinstance(tag, str) or tag_version(tag) is None:
+        raise UnsafeNameError(f"{where}: {shown(repr(tag))} is not a release tag")
+    checked_rivals = []
+    for rival in rivals:
+        rival_tag, rival_commit = rival
+        if not isinstance(rival_tag, str) or tag_version(rival_tag) is None:
+            raise UnsafeNameError(f"{where}: {shown(repr(rival_tag))} is not a release tag")
+        checked_rivals.append((rival_tag, commit_id(rival_commit, f"{where} (tag {rival_tag})")))
+    return Release(tag, commit_id(commit, f"{where} (tag {tag})"),
+                   tuple(file_name(v, f"{where} (build/ at {tag})") for v in variants),
+                   tuple(checked_rivals))
 
 
 @dataclass(frozen=True)
@@ -114,6 +197,7 @@ class KernelListing:
         wheels = []
         for release in self.releases:
             version = str(tag_version(release.tag))
+            ambiguity = release.ambiguity(self.kernel.repo_id)
             for name in release.variants:
                 try:
                     variant = parse_variant(name)
@@ -121,27 +205,52 @@ class KernelListing:
                     continue  # not a build variant (the conversion would skip it too)
                 plan = plan_wheel(variant, self.kernel.project, version, TagOptions(),
                                   self.kernel.project)
+                try:  # a version spelt with hundreds of digits: no file can have that name
+                    file_name(plan.filename, f"{self.kernel.repo_id} {release.tag}")
+                except UnsafeNameError:
+                    continue
                 wheels.append(ServedWheel(plan.filename, self.kernel, release.tag, version,
-                                          release.commit, name, plan.requires_python))
+                                          release.commit, name, plan.requires_python, ambiguity))
         return tuple(wheels)
 
     @cached_property
     def by_filename(self) -> dict[str, ServedWheel]:
         return {wheel.filename: wheel for wheel in self.wheels}
 
+    @property
+    def ambiguities(self) -> list[str]:
+        return [message for r in self.releases if (message := r.ambiguity(self.kernel.repo_id))]
+
     def to_json(self) -> str:
         return json.dumps({"format": _LISTING_FORMAT, "repo": self.kernel.repo_id,
                            "listed_at": self.listed_at,
-                           "releases": [[r.tag, r.commit, list(r.variants)] for r in self.releases]})
+                           "releases": [[r.tag, r.commit, list(r.variants), [list(x) for x in r.rivals]]
+                                        for r in self.releases]})
 
     @classmethod
     def from_json(cls, kernel: Kernel, text: str) -> KernelListing | None:
+        """The stored listing (this format, or the one before it, without rivals); None
+        for another format or kernel. A name in it that could lead outside the cache is
+        an :class:`UnsafeNameError`, as it would be from the Hub."""
         data = json.loads(text)
-        if data.get("format") != _LISTING_FORMAT or data.get("repo") != kernel.repo_id:
+        if data.get("format") not in _READABLE_FORMATS or data.get("repo") != kernel.repo_id:
             return None
-        releases = tuple(Release(tag, commit, tuple(variants))
-                         for tag, commit, variants in data["releases"])
+        where = f"the stored listing of {kernel.repo_id}"
+        releases = tuple(checked_release(where, row[0], row[1], row[2], row[3] if len(row) > 3 else ())
+                         for row in data["releases"])
         return cls(kernel, releases, float(data["listed_at"]))
+
+
+@dataclass(frozen=True)
+class KernelHealth:
+    """What ``/healthz`` says of one kernel."""
+
+    repo: str
+    #: "listed", "stale" (the last refresh failed; the listing before it is served),
+    #: "unlisted" (no listing at all: its pages fail) or "not listed yet".
+    state: str
+    reason: str | None
+    ambiguous: tuple[str, ...]
 
 
 @dataclass
@@ -149,16 +258,23 @@ class _KernelState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     listing: KernelListing | None = None
     retry_at: float = 0.0
+    #: Why the last refresh failed when there was no listing to fall back on.
+    failure: str | None = None
+    loaded: bool = False
 
 
 class Catalog:
-    """The listings of every served kernel, each refreshed after ``ttl`` seconds."""
+    """The listings of every served kernel, each refreshed after ``ttl`` seconds.
+    ``refreshes`` runs the Hub calls (a pool of their own); ``store`` names the file a
+    kernel's listing is kept in."""
 
-    def __init__(self, kernels: Sequence[Kernel], hub: Hub, store: Path, ttl: float,
-                 events: EventLog, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, kernels: Sequence[Kernel], hub: Hub, store: Callable[[str], Path],
+                 ttl: float, events: EventLog, refreshes: SingleFlight[str, KernelListing],
+                 clock: Callable[[], float] = time.time, patience: float = REFRESH_PATIENCE) -> None:
         self.kernels = {k.project: k for k in kernels}
         self.hub, self.store, self.ttl = hub, store, ttl
         self.events, self.clock = events, clock
+        self.refreshes, self.patience = refreshes, patience
         self._state = {k.repo_id: _KernelState() for k in kernels}
 
     def kernel(self, project: str) -> Kernel | None:
@@ -171,6 +287,60 @@ class Catalog:
             return listing
         return None
 
+    # -- on the event loop -----------------------------------------------------------
+    async def current(self, kernel: Kernel) -> KernelListing:
+        """The kernel's listing, refreshed first when older than the TTL. Holds no
+        thread while the Hub answers; ListingUnavailableError when there is none. A
+        request that knows a listing waits for a refresh it starts at most ``patience``
+        seconds, and not at all for one already running."""
+        if (fresh := self.fresh(kernel)) is not None:
+            return fresh
+        known = self._state[kernel.repo_id].listing
+        if known is not None and self.refreshes.is_running(kernel.repo_id):
+            return known
+        refresh = self.refreshes.start(kernel.repo_id, partial(self.listing, kernel))
+        if known is None:
+            return await asyncio.shield(refresh)
+        try:
+            return await asyncio.wait_for(asyncio.shield(refresh), self.patience)
+        except TimeoutError:  # the Hub is slow: what we know now, the refresh goes on
+            return known
+
+    async def listings(self) -> list[KernelListing]:
+        """Every kernel's listing; kernels that cannot be listed at all are left out
+        (they are logged, and named by /healthz)."""
+        found = await asyncio.gather(*(self.current(k) for k in self.kernels.values()),
+                                     return_exceptions=True)
+        for result in found:
+            if isinstance(result, BaseException) and not isinstance(result, ListingUnavailableError):
+                raise result
+        return [result for result in found if isinstance(result, KernelListing)]
+
+    async def find(self, project: str, filename: str) -> ServedWheel | None:
+        """The listed wheel of that name. A name found in the current listing, even a
+        stale one, needs no Hub call: a release's files never change names."""
+        kernel = self.kernel(project)
+        if kernel is None:
+            return None
+        known = self._state[kernel.repo_id].listing
+        if known is not None and filename in known.by_filename:
+            return known.by_filename[filename]
+        return (await self.current(kernel)).by_filename.get(filename)
+
+    # -- in a thread -------------------------------------------------------------------
+    def load_stored(self) -> None:
+        """The listings saved by an earlier run (start-up; blocks)."""
+        for kernel in self.kernels.values():
+            state = self._state[kernel.repo_id]
+            with state.lock:
+                self._ensure_loaded(kernel, state)
+
+    def _ensure_loaded(self, kernel: Kernel, state: _KernelState) -> None:
+        if not state.loaded:
+            state.loaded = True
+            if state.listing is None:
+                state.listing = self._load(kernel)
+
     def listing(self, kernel: Kernel) -> KernelListing:
         """The kernel's listing, refreshed from the Hub when older than the TTL; the
         last one (marked stale) when the Hub fails. Blocks: call it from a thread."""
@@ -180,51 +350,30 @@ class Catalog:
         with state.lock:  # one refresh per kernel at a time; the others wait for it
             if (fresh := self.fresh(kernel)) is not None:
                 return fresh
-            if state.listing is None:
-                state.listing = self._load(kernel)
+            self._ensure_loaded(kernel, state)
             known = state.listing
-            if known is not None and self.clock() < state.retry_at:
-                return known
+            if self.clock() < state.retry_at:
+                if known is not None:
+                    return known
+                raise ListingUnavailableError(f"cannot list {kernel.repo_id}: {state.failure}")
             try:
                 listing = self._fetch(kernel, known)
             except SourceError as exc:
-                state.retry_at = self.clock() + min(self.ttl, RETRY_AFTER_FAILURE)
-                self.events.write("hub-unavailable", repo=kernel.repo_id, reason=exc.message,
-                                  serving="stale listing" if known else "nothing")
-                if known is None:
-                    raise ListingUnavailableError(
-                        f"cannot list {kernel.repo_id}: {exc.message}") from None
-                state.listing = KernelListing(known.kernel, known.releases, known.listed_at,
-                                              exc.message)
-                return state.listing
-            state.listing, state.retry_at = listing, 0.0
+                return self._refresh_failed(kernel, state, exc.message)
+            state.listing, state.retry_at, state.failure = listing, 0.0, None
             self._save(listing)
             return listing
 
-    def listings(self) -> list[KernelListing]:
-        """Every kernel's listing; kernels that cannot be listed at all are left out
-        (and logged). Blocks."""
-        found = []
-        for kernel in self.kernels.values():
-            try:
-                found.append(self.listing(kernel))
-            except ListingUnavailableError:
-                continue
-        return found
-
-    def find(self, project: str, filename: str) -> ServedWheel | None:
-        """The listed wheel of that name. A name found in the current listing, even a
-        stale one, needs no Hub call: a release's files never change names. Blocks."""
-        kernel = self.kernel(project)
-        if kernel is None:
-            return None
-        state = self._state[kernel.repo_id]
-        if state.listing is None:
-            state.listing = self._load(kernel)
+    def _refresh_failed(self, kernel: Kernel, state: _KernelState, reason: str) -> KernelListing:
         known = state.listing
-        if known is not None and filename in known.by_filename:
-            return known.by_filename[filename]
-        return self.listing(kernel).by_filename.get(filename)
+        state.retry_at = self.clock() + min(self.ttl, RETRY_AFTER_FAILURE)
+        self.events.write("hub-unavailable", repo=kernel.repo_id, reason=reason,
+                          serving="stale listing" if known else "nothing")
+        if known is None:
+            state.failure = reason
+            raise ListingUnavailableError(f"cannot list {kernel.repo_id}: {reason}")
+        state.listing = KernelListing(known.kernel, known.releases, known.listed_at, reason)
+        return state.listing
 
     def forget(self, kernel: Kernel) -> None:
         """Ask the Hub again on the next request (a tag moved under a conversion)."""
@@ -234,59 +383,100 @@ class Catalog:
                 state.listing = KernelListing(state.listing.kernel, state.listing.releases, 0.0)
 
     def status(self) -> dict[str, int]:
-        listings = [s.listing for s in self._state.values()]
-        return {"kernels": len(self._state),
-                "listed": sum(listing is not None for listing in listings),
-                "stale": sum(listing is not None and listing.stale_reason is not None
-                             for listing in listings)}
+        health = self.health()
+        return {"kernels": len(health),
+                "listed": sum(k.state in ("listed", "stale") for k in health),
+                "stale": sum(k.state == "stale" for k in health),
+                "unlisted": sum(k.state == "unlisted" for k in health)}
+
+    def health(self) -> list[KernelHealth]:
+        found = []
+        for repo, state in self._state.items():
+            listing = state.listing
+            if listing is not None:
+                kind, reason = ("stale", listing.stale_reason) if listing.stale_reason else ("listed", None)
+                ambiguous = tuple(listing.ambiguities)
+            else:
+                kind = "unlisted" if state.failure else "not listed yet"
+                reason, ambiguous = state.failure, ()
+            found.append(KernelHealth(repo, kind, reason, ambiguous))
+        return found
 
     # -- the Hub and the store ---------------------------------------------------------
     def _fetch(self, kernel: Kernel, known: KernelListing | None) -> KernelListing:
-        """A new listing; a commit already known keeps its variants (they never change)."""
+        """A new listing; a commit already known keeps its variants (they never change).
+        Tags of one version: one release, ambiguous if they are on different commits."""
         asked_at = self.clock()
         tags = self.hub.release_tags(kernel.repo_id)
         known_variants = {r.commit: r.variants for r in known.releases} if known else {}
         releases = []
-        ordered = sorted((version, tag) for tag in tags if (version := tag_version(tag)))
-        for _version, tag in ordered:
-            commit = tags[tag]
-            variants = known_variants.get(commit)
+        for _version, tagged in _by_version(tags):
+            tag, commit = tagged[0]
+            rivals = [(t, c) for t, c in tagged[1:] if c != commit]
+            checked = checked_release("the Hub's refs", tag, commit, (), rivals)
+            variants = known_variants.get(checked.commit)
             if variants is None:
-                try:
-                    variants = tuple(self.hub.variant_names(kernel.repo_id, tag, commit))
-                except (NetworkError, AuthenticationError, RepoNotFoundError):
-                    raise
-                except SourceError as exc:  # a release without build/: nothing to serve
-                    self.events.write("release-skipped", repo=kernel.repo_id, tag=tag,
-                                      reason=exc.message)
-                    variants = ()
-            releases.append(Release(tag, commit, variants))
+                variants = self._variants(kernel, tag, checked.commit)
+            releases.append(Release(tag, checked.commit, variants, checked.rivals))
         if known is None or [(r.tag, r.commit) for r in known.releases] != \
                 [(r.tag, r.commit) for r in releases]:
             self.events.write("listed", repo=kernel.repo_id,
                               releases=[r.tag for r in releases],
                               wheels=sum(len(r.variants) for r in releases))
+        for release in releases:
+            if (ambiguity := release.ambiguity(kernel.repo_id)) is not None:
+                self.events.write("ambiguous-version", repo=kernel.repo_id, reason=ambiguity)
         return KernelListing(kernel, tuple(releases), asked_at)
 
+    def _variants(self, kernel: Kernel, tag: str, commit: str) -> tuple[str, ...]:
+        try:
+            names = self.hub.variant_names(kernel.repo_id, tag, commit)
+        except (NetworkError, AuthenticationError, RepoNotFoundError, UnsafeNameError):
+            raise
+        except SourceError as exc:  # a release without build/: nothing to serve
+            self.events.write("release-skipped", repo=kernel.repo_id, tag=tag, reason=exc.message)
+            return ()
+        variants = []
+        for name in names:
+            try:
+                variants.append(file_name(name, f"the Hub's listing of build/ at {tag}"))
+            except UnsafeNameError as exc:  # never a path, never a filter
+                self.events.write("name-refused", repo=kernel.repo_id, reason=exc.message)
+        return tuple(variants)
+
     def _path(self, kernel: Kernel) -> Path:
-        return self.store / (kernel.repo_id.replace("/", "--") + ".json")
+        return self.store(kernel.repo_id.replace("/", "--") + ".json")
 
     def _load(self, kernel: Kernel) -> KernelListing | None:
         try:
             return KernelListing.from_json(kernel, self._path(kernel).read_text())
-        except (OSError, ValueError, KeyError, TypeError):
+        except KernelWheelsError as exc:  # a hostile name in it, or a link planted for it
+            self.events.write("listing-refused", repo=kernel.repo_id, reason=exc.message)
+            return None
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
             return None  # none yet, or unreadable: the Hub will tell
 
     def _save(self, listing: KernelListing) -> None:
-        path = self._path(listing.kernel)
-        temp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}")
         try:
+            path = self._path(listing.kernel)
+            temp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}")
             path.parent.mkdir(parents=True, exist_ok=True)
             temp.write_text(listing.to_json())
             temp.replace(path)
-        except OSError as exc:
-            self.events.write("listing-not-saved", repo=listing.kernel.repo_id,
-                              reason=exc.strerror or str(exc))
+        except (OSError, KernelWheelsError) as exc:
+            reason = exc.message if isinstance(exc, KernelWheelsError) else exc.strerror or str(exc)
+            self.events.write("listing-not-saved", repo=listing.kernel.repo_id, reason=reason)
+
+
+def _by_version(tags: Mapping[str, str]) -> list[tuple[Version, list[tuple[str, str]]]]:
+    """Release tags grouped by the version they spell, oldest version first; in a
+    group, the tag spelt as the version's own form (``v1.1.2``) first, then by name."""
+    groups: dict[Version, list[tuple[str, str]]] = {}
+    for tag, commit in tags.items():
+        if (version := tag_version(tag)) is not None:
+            groups.setdefault(version, []).append((tag, commit))
+    return [(version, sorted(tagged, key=lambda tc: (tc[0] != f"v{version}", tc[0])))
+            for version, tagged in sorted(groups.items())]
 
 
 def all_wheels(listings: Iterable[KernelListing]) -> list[ServedWheel]:

@@ -4,41 +4,66 @@ The conversion is ``to-wheel REPO X.Y.Z --variant V --dist-name PROJECT`` with d
 options (:func:`kernel_wheels.convert.pipeline.to_wheels`, checks included), so a wheel's bytes
 are the same on every replica and equal to what ``to-wheel`` gives a user (the
 distribution name is the repository's, which is also the kernel's name unless its
-metadata.json says otherwise). The first request for a wheel converts it while holding
-the wheel's lock; requests arriving meanwhile, in this process or another worker, wait
-for that lock and then find it cached. The wheel is served from the cache from then on,
-byte for byte.
+metadata.json says otherwise).
+
+Waiting costs no thread. Conversions run in a bounded pool of their own (``--conversions``
+threads per worker process); the requests that want a wheel being made await one shared
+future on the event loop (:class:`~kernel_wheels.serve.flight.SingleFlight`), so a Hub that
+stalls holds conversion threads only, never the threads that send pages and cached
+files. One attempt per wheel at a time: in this process by the single flight, across
+``--workers`` processes by the wheel's lock file, which only the conversion thread takes
+(a second process's conversion waits for it there, then finds the wheel cached, or the
+failure recorded).
 
 A failure is a :class:`~kernel_wheels.errors.WheelUnavailableError` with one line
-saying why: the Hub's (HTTP 502: unreachable, not found) or ours (HTTP 500: the
-conversion or a check failed). Nothing is cached then, and no partial file is ever
-served: a conversion works in a staging folder that is removed afterwards, or on the
-next start if the process died. A failure that would happen again (a check) is
-remembered for a while so that clients retrying do not convert again and again.
+saying why: the Hub's (HTTP 502: unreachable, not found, a hostile answer) or ours (HTTP
+500: the conversion or a check failed). Nothing is cached then, and no partial file is
+ever served: a conversion works in a staging folder that is removed afterwards, or on the
+next start if the process died. Every failure is remembered for a back-off window (a
+check failure for ``failure_ttl``, a Hub failure for ``hub_backoff``), in this process and
+in the lock folder for the others, so that the requests and retries arriving meanwhile
+get its answer at once and cause no new attempt. A wheel whose version two tags spell is
+refused before any conversion.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import BinaryIO
+from functools import partial
+from pathlib import Path
+from typing import BinaryIO, TypeVar
 
+from starlette.concurrency import run_in_threadpool
+
+from ..confine import commit_id
 from ..convert.output import OutputFolder
 from ..convert.pipeline import ConvertOptions, to_wheels
 from ..distribution.wheelfacts import read_facts
-from ..errors import KernelWheelsError, SourceError, WheelUnavailableError
+from ..errors import (
+    AmbiguousVersionError,
+    KernelWheelsError,
+    NetworkError,
+    SourceError,
+    UnsafeNameError,
+    WheelUnavailableError,
+)
+from ..kernel.revision import Revision
 from ..kernel.selection import VariantFilter
 from ..kernel.versions import RequestKind, VersionRequest
-from ..sources import KernelSource
-from .cache import CachedWheel, WheelCache
-from .catalog import Catalog, ServedWheel
+from ..sources import FetchedVariant, KernelSource
+from .cache import CachedWheel, StoredFailure, WheelCache
+from .catalog import Catalog, ServedWheel, unusable
+from .flight import FailureMemory, SingleFlight
 from .logs import EventLog
 
 #: Attempts to open a wheel that an eviction by another worker removes in between.
 _OPEN_ATTEMPTS = 3
+
+WheelKey = tuple[str, str]  # (commit, file name)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -50,51 +75,151 @@ class OpenedFile:
     sha256: str
 
 
+@dataclass(frozen=True)
+class BackOff:
+    """How long a failure is remembered before the wheel is tried again (seconds)."""
+
+    ours: float = 60.0  # a check or conversion failure: it would fail again
+    hub: float = 30.0  # the Hub's: it may be back soon, but not at once for every client
+
+
+class CheckedSource:
+    """A Hub source as serve hands it to ``to_wheels``: the commit it resolves to is
+    checked before anything is fetched (it names folders of the HF cache and of the
+    wheel cache), and an answer it cannot read (HTML, garbage, a wrong shape) is a Hub
+    failure with one line, not an exception of some other kind."""
+
+    def __init__(self, source: KernelSource, repo_id: str) -> None:
+        self.source, self.repo_id = source, repo_id
+        self.name, self.display = source.name, source.display
+        self.fetch_downloads = source.fetch_downloads
+
+    def resolve(self, request: VersionRequest | None) -> Revision:
+        revision = self._asked("resolving the version", partial(self.source.resolve, request))
+        commit_id(revision.commit, f"{self.repo_id}: the Hub's refs")
+        return revision
+
+    def variant_names(self, revision: Revision) -> list[str]:
+        return self._asked("listing build/", partial(self.source.variant_names, revision))
+
+    def fetch(self, revision: Revision, names: list[str],
+              workdir: Path) -> Iterator[tuple[str, FetchedVariant]]:
+        fetched = self._asked("downloading", lambda: iter(self.source.fetch(revision, names, workdir)))
+        try:
+            while True:
+                item = self._asked("downloading", lambda: next(fetched, None))
+                if item is None:
+                    return
+                yield item
+        finally:  # its own clean-up (stop the transfers) now, not when it is collected
+            close = getattr(fetched, "close", None)
+            if close is not None:
+                close()
+
+    def card(self, revision: Revision) -> str | None:
+        return self._asked("reading the card", partial(self.source.card, revision))
+
+    def _asked(self, what: str, call: Callable[[], T]) -> T:
+        try:
+            return call()
+        except KernelWheelsError:
+            raise
+        except Exception as exc:  # what a hostile answer provokes in the Hub client
+            raise NetworkError(f"{what} of {self.repo_id}: the Hub sent an answer that cannot "
+                               f"be used ({unusable(exc)})") from None
+
+
 class Conversions:
     def __init__(self, cache: WheelCache, catalog: Catalog, sources: Mapping[str, KernelSource],
-                 events: EventLog, failure_ttl: float) -> None:
-        self.cache, self.catalog, self.sources = cache, catalog, sources
-        self.events, self.failure_ttl = events, failure_ttl
-        self._failures: dict[tuple[str, str], tuple[float, str]] = {}
-        self._failures_lock = threading.Lock()
+                 events: EventLog, flights: SingleFlight[WheelKey, CachedWheel],
+                 backoff: BackOff) -> None:
+        self.cache, self.catalog = cache, catalog
+        self.sources = {repo: CheckedSource(source, repo) for repo, source in sources.items()}
+        self.events, self.flights, self.backoff = events, flights, backoff
+        self.failures: FailureMemory[WheelKey] = FailureMemory()
+        #: Requests now awaiting a conversion (on the event loop: no lock needed).
+        self.waiting = 0
 
-    def open(self, wheel: ServedWheel, metadata: bool = False) -> OpenedFile:
+    async def open(self, wheel: ServedWheel, metadata: bool = False) -> OpenedFile:
         """The wheel (or its ``.metadata`` file), converted first if it is not cached.
-        Blocks for the length of a conversion: call it from a thread."""
+        A cached file is opened in a worker thread (a moment); a conversion is awaited
+        without one."""
+        if wheel.ambiguity is not None:
+            raise AmbiguousVersionError(wheel.ambiguity)
+        key = (wheel.commit, wheel.filename)
         for _attempt in range(_OPEN_ATTEMPTS):
-            cached, made = self._ensure(wheel)
-            path = cached.metadata_path if metadata else cached.path
+            opened = await run_in_threadpool(self._open_cached, wheel, metadata)
+            if opened is not None:
+                return opened
+            self._raise_remembered_failure(key)
+            self.waiting += 1
             try:
-                stream = path.open("rb")
-            except FileNotFoundError:
-                continue  # evicted by another worker in between: make it again
-            self.cache.touch(cached)
-            if made:  # after opening: what is being sent survives its eviction
-                self.cache.evict()
-            sha256 = cached.facts.metadata_sha256 if metadata else cached.facts.sha256
-            size = cached.facts.size if not metadata else path.stat().st_size
-            return OpenedFile(stream, size, sha256)
+                cached = await self.flights.run(key, partial(self._make, wheel))
+            finally:
+                self.waiting -= 1
+            opened = await run_in_threadpool(self._open, cached, metadata)
+            if opened is not None:
+                return opened
         raise WheelUnavailableError(f"{wheel.filename} was evicted again and again while being "
                                     "sent: --cache-size is too small for this load",
                                     upstream=False)
 
-    def _ensure(self, wheel: ServedWheel) -> tuple[CachedWheel, bool]:
-        """(the cached wheel, whether this call made it)."""
-        if (cached := self.cache.lookup(wheel.commit, wheel.filename)) is not None:
-            return cached, False
-        self._raise_remembered_failure(wheel)
-        with self.cache.making(wheel.commit, wheel.filename):
-            # Whoever held the lock before us may have made it.
-            if (cached := self.cache.lookup(wheel.commit, wheel.filename)) is not None:
-                return cached, False
-            self._raise_remembered_failure(wheel)
-            return self._convert(wheel), True
+    def _open_cached(self, wheel: ServedWheel, metadata: bool) -> OpenedFile | None:
+        cached = self.cache.lookup(wheel.commit, wheel.filename)
+        return self._open(cached, metadata) if cached is not None else None
 
-    def _raise_remembered_failure(self, wheel: ServedWheel) -> None:
-        with self._failures_lock:
-            until, message = self._failures.get((wheel.commit, wheel.filename), (0.0, ""))
-        if time.monotonic() < until:
-            raise WheelUnavailableError(message, upstream=False)
+    def _open(self, cached: CachedWheel, metadata: bool) -> OpenedFile | None:
+        """The file opened, or None if an eviction removed it meanwhile."""
+        path = cached.metadata_path if metadata else cached.path
+        try:
+            stream = path.open("rb")
+        except FileNotFoundError:
+            return None
+        self.cache.touch(cached)
+        sha256 = cached.facts.metadata_sha256 if metadata else cached.facts.sha256
+        size = cached.facts.size if not metadata else path.stat().st_size
+        return OpenedFile(stream, size, sha256)
+
+    def _raise_remembered_failure(self, key: WheelKey) -> None:
+        if (failure := self.failures.recall(key)) is not None:
+            raise WheelUnavailableError(failure.message, upstream=failure.upstream)
+
+    # -- in the conversion pool ------------------------------------------------------
+    def _make(self, wheel: ServedWheel) -> CachedWheel:
+        """The wheel, made unless another process made it (or just failed to) while
+        this one waited for its lock."""
+        try:
+            def waits(message: str) -> None:  # another worker process is making it
+                self.events.write("conversion-waits", wheel=wheel.filename, message=message)
+
+            with self.cache.making(wheel.commit, wheel.filename, waits):
+                if (cached := self.cache.lookup(wheel.commit, wheel.filename)) is not None:
+                    return cached
+                recorded = self.cache.recorded_failure(wheel.commit, wheel.filename)
+                if recorded is not None:
+                    self.failures.remember((wheel.commit, wheel.filename), recorded.message,
+                                           recorded.upstream, recorded.until - time.time())
+                    raise WheelUnavailableError(recorded.message, upstream=recorded.upstream)
+                try:
+                    cached = self._convert(wheel)
+                except WheelUnavailableError as exc:
+                    self._remember(wheel, exc)
+                    raise
+                self.cache.clear_failure(wheel.commit, wheel.filename)
+        except UnsafeNameError as exc:  # a name from the Hub that would lead out of the cache
+            self.events.write("name-refused", wheel=wheel.filename, reason=exc.message)
+            raise WheelUnavailableError(f"cannot make {wheel.filename}: {exc.message}",
+                                        upstream=True) from None
+        self.cache.evict()  # the new wheel was used last: the least recent go first
+        return cached
+
+    def _remember(self, wheel: ServedWheel, exc: WheelUnavailableError) -> None:
+        seconds = self.backoff.hub if exc.upstream else self.backoff.ours
+        if seconds <= 0:
+            return
+        self.failures.remember((wheel.commit, wheel.filename), exc.message, exc.upstream, seconds)
+        self.cache.record_failure(wheel.commit, wheel.filename,
+                                  StoredFailure(exc.message, exc.upstream, time.time() + seconds))
 
     def _convert(self, wheel: ServedWheel) -> CachedWheel:
         started = time.perf_counter()
@@ -122,33 +247,36 @@ class Conversions:
                     note(f"{wheel.tag} now points at {commit}, not {wheel.commit}")
                     self.catalog.forget(wheel.kernel)
                 facts, metadata = read_facts(made[0])
+                # ``commit`` is the Hub's word again: place() checks it before any write.
                 cached = self.cache.place(commit, made[0], facts, metadata)
         except WheelUnavailableError as exc:
-            self._failed(wheel, exc.message, started, remember=not exc.upstream)
+            self._failed(wheel, exc.message, started)
             raise
-        except SourceError as exc:  # the Hub: unreachable, not found, refused
+        except SourceError as exc:  # the Hub: unreachable, not found, refused, a hostile name
+            if isinstance(exc, UnsafeNameError):
+                self.events.write("name-refused", wheel=wheel.filename, reason=exc.message)
             message = f"cannot make {wheel.filename}: {exc.message}"
-            self._failed(wheel, message, started, remember=False)
+            self._failed(wheel, message, started)
             raise WheelUnavailableError(message, upstream=True) from None
         except KernelWheelsError as exc:  # the conversion or a check
             message = f"cannot make {wheel.filename}: {exc.message.splitlines()[0]}"
-            self._failed(wheel, message, started, remember=True)
+            self._failed(wheel, message, started)
             raise WheelUnavailableError(message, upstream=False) from None
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+        except (OSError, zipfile.BadZipFile) as exc:
             text = str(exc)
             reason = getattr(exc, "strerror", None) or \
                 (text.splitlines()[0] if text else type(exc).__name__)
             message = f"cannot make {wheel.filename}: {reason}"
-            self._failed(wheel, message, started, remember=False)
+            self._failed(wheel, message, started)
+            raise WheelUnavailableError(message, upstream=False) from None
+        except Exception as exc:  # a bug of ours: still one line, and logged
+            message = f"cannot make {wheel.filename}: {unusable(exc)}"
+            self._failed(wheel, message, started)
             raise WheelUnavailableError(message, upstream=False) from None
         self.events.write("converted", wheel=wheel.filename, commit=commit, sha256=facts.sha256,
                           bytes=facts.size, seconds=round(time.perf_counter() - started, 3))
         return cached
 
-    def _failed(self, wheel: ServedWheel, message: str, started: float, remember: bool) -> None:
+    def _failed(self, wheel: ServedWheel, message: str, started: float) -> None:
         self.events.write("conversion-failed", wheel=wheel.filename, reason=message,
                           seconds=round(time.perf_counter() - started, 3))
-        if remember and self.failure_ttl > 0:
-            with self._failures_lock:
-                self._failures[(wheel.commit, wheel.filename)] = \
-                    (time.monotonic() + self.failure_ttl, message)

@@ -71,6 +71,22 @@ def uvicorn_log_config() -> dict[str, Any]:
     }
 
 
+def json_hub_logs() -> None:
+    """huggingface_hub's log records (its warning that a request failed and is tried
+    again) as JSON lines too: the server's stderr holds nothing else. Its logging module
+    gives the library's logger a plain handler when it is first imported: imported here
+    first, so that the handler is replaced, not joined by one later."""
+    import huggingface_hub.utils.logging  # noqa: F401
+
+    library = logging.getLogger("huggingface_hub")
+    for handler in list(library.handlers):
+        library.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    library.addHandler(handler)
+    library.propagate = False
+
+
 class AccessLog:
     """ASGI middleware: one ``access`` line per HTTP request, written when it ends
     (also when the client went away or the application failed)."""
