@@ -466,6 +466,41 @@ def test_a_slow_answer_is_not_cut_by_the_idle_timeout(idle_server: tuple[Hostile
         clients.close()
 
 
+
+IDLE_TIMEOUT_ERRORS = {
+    "zero": (["--idle-timeout", "0"], {}, "--idle-timeout 0.0: give seconds above 0, at most 3600"),
+    "negative": (["--idle-timeout", "-5"], {}, "--idle-timeout -5.0: give seconds above 0, at most 3600"),
+    "nan": (["--idle-timeout", "nan"], {}, "--idle-timeout nan: give seconds above 0, at most 3600"),
+    "too long": (["--idle-timeout", "99999"], {}, "--idle-timeout 99999.0: give seconds above 0, at most 3600"),
+    "environment": ([], {"KERNEL_WHEELS_SERVE_IDLE_TIMEOUT": "soon"},
+                    "KERNEL_WHEELS_SERVE_IDLE_TIMEOUT='soon' is not a number of seconds"),
+    "no conversions": (["--conversions", "0"], {}, "--conversions 0: give 1 to 64"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(IDLE_TIMEOUT_ERRORS))
+def test_bad_idle_timeouts_and_pool_sizes_are_one_line_errors(case: str, tmp_path: Path) -> None:
+    from helpers import run_cli
+
+    args, env, message = IDLE_TIMEOUT_ERRORS[case]
+    proc = run_cli("serve", "--kernels", GOOD, "--cache", tmp_path / "cache", *args, check=False,
+                   env={"KERNEL_WHEELS_CACHE": str(tmp_path), **env})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"kernel-wheels: error: {message}"]
+
+
+def test_the_idle_timeout_comes_from_the_environment_and_defaults_to_15_s(tmp_path: Path) -> None:
+    with hostile_hub(**{GOOD: HubRepo({"v1.0.0": commit_of("good")})}) as hub:
+        with serving(hub, GOOD, tmp_path / "default") as server:
+            assert server.events("start")[0]["idle_timeout"] == 15.0
+        with serving(hub, GOOD, tmp_path / "env", env={"KERNEL_WHEELS_SERVE_IDLE_TIMEOUT": "2"}) as server:
+            assert server.events("start")[0]["idle_timeout"] == 2.0
+            sock = idle_connections(port_of(server.base), 1)
+            try:
+                wait_until(lambda: all_closed(sock) == 1, 60, "the idle connection to be closed")
+            finally:
+                close_all(sock)
+
 # --- 4. authentication: no user-name oracle, hashes paid once, guessing slowed -----------
 
 PASSWORD = "abuse-secret-8812"
