@@ -1,4 +1,4 @@
-"""`kernel-wheels serve` under abuse: a hostile Hub (tests/hostile_hub.py, a real server on
+"""`kernel-wheels serve` under abuse: a hostile Hub (tests/serve_hub.py, a real server on
 127.0.0.1 answering what a hostile or broken Hub would), hostile clients (raw sockets,
 tests/hostile_clients.py) and a local user who plants links in the cache. The server
 is the real command, as a subprocess.
@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
 from hostile_clients import (
     Waiters,
     all_closed,
@@ -29,8 +30,7 @@ from hostile_clients import (
     raw_get,
     request_bytes,
 )
-from hostile_hub import HostileHub, HubRepo, commit_of, hostile_hub, port_of, wait_until
-
+from serve_hub import HostileHub, HubRepo, commit_of, hostile_hub, port_of, wait_until
 from servers_serve import Serve, get, serve
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"

@@ -4,7 +4,7 @@ one table.
     .venv/bin/python benchmarks/security/serve_abuse.py            # about two minutes
     .venv/bin/python benchmarks/security/serve_abuse.py --quick    # a smaller run
 
-What runs: a hostile Hub of our own (tests/hostile_hub.py) serving two kernels, one of
+What runs: a hostile Hub of our own (tests/serve_hub.py) serving two kernels, one of
 which stalls the variant listing of every conversion; `kernel-wheels serve` (the real
 command, a subprocess) in front of it with authentication on (sha512-crypt at passlib's
 default cost, the slow hash a real htpasswd file has) and the other kernel's wheel
@@ -51,8 +51,7 @@ from hostile_clients import (  # noqa: E402
     idle_connections,
     latencies,
 )
-from hostile_hub import HubRepo, commit_of, hostile_hub, port_of, wait_until  # noqa: E402
-
+from serve_hub import HubRepo, commit_of, hostile_hub, port_of, wait_until  # noqa: E402
 from servers_serve import Serve, get, serve  # noqa: E402
 
 PASSWORD = "bench-secret-3141"
