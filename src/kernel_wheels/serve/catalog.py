@@ -53,6 +53,7 @@ from ..errors import (
     NetworkError,
     RepoNotFoundError,
     SourceError,
+    UnexpectedAnswerError,
     UnsafeNameError,
     VariantError,
 )
@@ -431,8 +432,9 @@ class Catalog:
     def _variants(self, kernel: Kernel, tag: str, commit: str) -> tuple[str, ...]:
         try:
             names = self.hub.variant_names(kernel.repo_id, tag, commit)
-        except (NetworkError, AuthenticationError, RepoNotFoundError, UnsafeNameError):
-            raise
+        except (NetworkError, AuthenticationError, RepoNotFoundError, UnsafeNameError,
+                UnexpectedAnswerError):
+            raise  # the Hub failed or is hostile: not a release without build/
         except SourceError as exc:  # a release without build/: nothing to serve
             self.events.write("release-skipped", repo=kernel.repo_id, tag=tag, reason=exc.message)
             return ()
