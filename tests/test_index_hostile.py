@@ -19,6 +19,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+
+from helpers import make_venv, torch_wheel
 from hostile_index import (
     PASSWORD,
     USER,
@@ -39,8 +41,6 @@ from hostile_index import (
     slow_reader,
     trickle,
 )
-
-from helpers import make_venv, torch_wheel
 from servers_index import make_noarch_wheels, pip_env
 
 PROJECT = "hostile-00000"
