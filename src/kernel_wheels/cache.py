@@ -8,7 +8,10 @@ be stale, only missing.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+
+_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 def cache_dir(kind: str) -> Path:
@@ -17,8 +20,16 @@ def cache_dir(kind: str) -> Path:
     return Path(base) / kind
 
 
+def _commit_file(commit: str) -> Path | None:
+    """The file of a commit's time; None for anything that is not a commit id (the id
+    comes from a remote answer and becomes a file name)."""
+    return cache_dir("commit-times") / commit if _COMMIT.fullmatch(commit) else None
+
+
 def read_commit_time(commit: str) -> int | None:
-    path = cache_dir("commit-times") / commit
+    path = _commit_file(commit)
+    if path is None:
+        return None
     try:
         return int(path.read_text().strip())
     except (OSError, ValueError):
@@ -26,6 +37,8 @@ def read_commit_time(commit: str) -> int | None:
 
 
 def write_commit_time(commit: str, seconds: int) -> None:
+    if _commit_file(commit) is None:
+        return
     folder = cache_dir("commit-times")
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -11,8 +11,8 @@
   ``sitepages`` (which pages to render, writing them), ``sitestate`` (the cache between
   runs) and ``atomic`` (renames from a staging folder, the lock);
 - ``transport``: HTTP with index servers, treated as hostile (credentials for their own
-  origin only, a minimum transfer rate, bounded answers), and ``redaction``: the one
-  function every server text and installer output goes through before it is shown;
+  origin only, a minimum transfer rate, bounded answers); every server text and installer
+  output goes through ``kernel_wheels.redaction`` before it is shown;
 - ``simple_client``: reading a remote index's Simple API;
 - ``credentials`` and ``publish``: uploading to an index server;
 - ``install``: choosing the one wheel that fits an environment and installing it.

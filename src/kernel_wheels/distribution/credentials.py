@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
-from .redaction import Secret, one_line, split_credentials
+from ..redaction import Secret, one_line, split_credentials
 from .transport import Login
 
 __all__ = ["KNOWN_REPOSITORIES", "Repository", "Secret", "read_pypirc", "resolve_repository"]

@@ -38,8 +38,8 @@ from ..errors import (
     NoMatchingWheelError,
     UsageError,
 )
+from ..redaction import redact, strip_userinfo
 from .environment import Environment, read_environment
-from .redaction import redact, strip_userinfo
 from .simple_client import IndexFile, SimpleClient
 from .targets import KernelWheel, Target, parse_kernel_wheel, preference, rejection
 from .transport import DEFAULT_TIMEOUT

@@ -22,7 +22,7 @@ from urllib.request import url2pathname
 from packaging.utils import canonicalize_name
 
 from ..errors import IndexServerError, UsageError
-from .redaction import one_line, split_credentials, strip_userinfo
+from ..redaction import one_line, split_credentials, strip_userinfo
 from .simple import JSON_TYPE
 from .transport import DEFAULT_TIMEOUT, MAX_FILE, IndexHttp, Login, Pace
 

@@ -17,7 +17,7 @@
 - **Answers are bounded**: a Simple API page above ``MAX_PAGE`` bytes, a file above
   ``MAX_FILE`` bytes, more than ``MAX_REDIRECTS`` redirects are refused; of an error
   answer, its first ``ERROR_TEXT`` bytes are read.
-- **Every failure is one typed line**, built with :func:`~.redaction.one_line`, so a
+- **Every failure is one typed line**, built with :func:`kernel_wheels.redaction.one_line`, so a
   server echoing a password or an ``Authorization`` header shows nothing of it.
 """
 
@@ -39,7 +39,7 @@ import httpx2
 
 from ..errors import IndexAuthenticationError, IndexServerError
 from ..network import NetworkSettings
-from .redaction import Secret, one_line, strip_userinfo
+from ..redaction import Secret, one_line, strip_userinfo
 
 DEFAULT_TIMEOUT = 60.0
 #: Bytes per second a transfer must keep up, measured over each window of ``timeout``.

@@ -49,6 +49,7 @@ from ..network import (
     origin,
     retry_after_seconds,
 )
+from ..redaction import one_line, strip_userinfo
 from . import FetchedVariant, hub_answers
 from .hub_files import HubCacheRepo, RemoteFile, TransferMismatch, variant_lock_hash
 from .urls import hub_url
@@ -155,6 +156,8 @@ class HubSource:
         self.repo_id = repo_id
         self.name = repo_id.split("/")[-1]
         self.endpoint = constants.ENDPOINT
+        #: How messages name the endpoint: HF_ENDPOINT may carry a user and password.
+        self.shown_endpoint = strip_userinfo(self.endpoint)
         self.display = repo_id
         self.offline = bool(constants.HF_HUB_OFFLINE)
         self.fetch_downloads = not self.offline
@@ -218,11 +221,11 @@ class HubSource:
                 if status == 429:
                     retry_after = retry_after_seconds(getattr(exc.response, "headers", None))
                     if retry_after is not None and retry_after > MAX_RETRY_AFTER:
-                        raise NetworkError(f"{what}: {self.endpoint} is rate limiting (HTTP 429) "
+                        raise NetworkError(f"{what}: {self.shown_endpoint} is rate limiting (HTTP 429) "
                                            f"and asks to wait {retry_after:.0f} s; try again "
                                            "later") from None
                 elif status is not None and status < 500:
-                    raise SourceError(f"{what} failed: HTTP {status} from {self.endpoint}") from None
+                    raise SourceError(f"{what} failed: HTTP {status} from {self.shown_endpoint}") from None
                 failure = f"HTTP {status}"
             except TransferMismatch as exc:  # a bad transfer: the next one may be good
                 failure = str(exc)
@@ -244,7 +247,7 @@ class HubSource:
                     raise
                 failure = _reason(exc)
             if attempt == tries:
-                raise NetworkError(f"{what}: no usable answer from {self.endpoint} after {tries} "
+                raise NetworkError(f"{what}: no usable answer from {self.shown_endpoint} after {tries} "
                                    f"tries ({failure}); the timeout is {self.network.timeout:g} s "
                                    "(--timeout, KERNEL_WHEELS_TIMEOUT)") from None
             delay = self.network.delay(attempt, retry_after)
@@ -254,9 +257,9 @@ class HubSource:
         raise AssertionError("unreachable")
 
     def _unexpected(self, what: str, exc: BaseException) -> UnexpectedAnswerError:
-        detail = shown(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 80)
+        detail = one_line(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, limit=80)
         return UnexpectedAnswerError(
-            f"{what}: {self.endpoint} answered for {self.repo_id} with something that is not a "
+            f"{what}: {self.shown_endpoint} answered for {self.repo_id} with something that is not a "
             f"Hub answer ({type(exc).__name__}: {detail}); is HF_ENDPOINT a Hub or a Hub mirror?")
 
     def _token_set(self) -> bool:
@@ -268,11 +271,11 @@ class HubSource:
         types = " or ".join(self.repo_types)
         hint = ("; if it is private, check that HF_TOKEN grants access to it" if self._token_set()
                 else "; if it is private or gated, set HF_TOKEN")
-        return f"repository {self.repo_id} not found on {self.endpoint} (as {types} repo){hint}"
+        return f"repository {self.repo_id} not found on {self.shown_endpoint} (as {types} repo){hint}"
 
     def _auth_message(self, status: int) -> str:
         if self._token_set():
-            return (f"{self.endpoint} refused access to {self.repo_id} (HTTP {status}): the token "
+            return (f"{self.shown_endpoint} refused access to {self.repo_id} (HTTP {status}): the token "
                     "in HF_TOKEN (not shown) lacks access")
         return (f"{self.repo_id} needs authentication (HTTP {status}): set HF_TOKEN to a token "
                 "with read access")

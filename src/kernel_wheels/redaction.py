@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable
 from urllib.parse import quote, quote_plus, unquote, urlsplit, urlunsplit
 
-from ..confine import shown
+from .confine import shown
 
 MASK = "********"
 
