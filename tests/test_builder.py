@@ -203,7 +203,7 @@ def test_ops_registered_outside_the_namespace_are_refused(tmp_path: Path) -> Non
     assert proc.returncode == 1
     assert proc.stderr.strip() == (
         "kernel-wheels: error: torch ops registered outside the kernel's namespace (use "
-        "add_op_namespace_prefix from ._ops): torch-ext/kw_noarch/__init__.py:9 function _halve")
+        "add_op_namespace_prefix from ._ops): torch-ext/kw_noarch/__init__.py:10 function _halve")
 
 
 def test_dependency_not_on_pypi_names_what_to_install(tmp_path: Path) -> None:
@@ -290,8 +290,8 @@ def test_stable_abi_variant_layout(stable_build: Path) -> None:
     assert [p.name for p in (stable_build / "build").iterdir()] == [CPU_STABLE]
     files = sorted(p.relative_to(variant).as_posix() for p in variant.rglob("*") if p.is_file())
     so = next(f for f in files if f.endswith(".abi3.so"))
-    assert files == sorted([so, "__init__.py", "_ops.py", "data/defaults.json", "kw_stable/__init__.py",
-                            "metadata.json"])  # notes.txt is not a pyext file
+    assert files == sorted([so, "__init__.py", "_ops.py", "data/defaults.json", "kw_stable.py",
+                            "metadata.json"])  # notes.txt is not a pyext file; no compat package
     meta = json.loads((variant / "metadata.json").read_text())
     assert meta["backend"] == {"type": "cpu"} and meta["id"] == so.split(".")[0]
     symbols = dynamic_symbols(variant / so)

@@ -59,8 +59,10 @@ def check_sources(config: BuildConfig) -> None:
         raise BuildError(f"{where}/__init__.py is missing: the kernel's Python package must "
                          f"live in {where}/")
     if (package / config.module_name).exists():
-        raise BuildError(f"{where}/{config.module_name} must not exist: the build writes its "
-                         "own compatibility sub-package there")
+        # kernel-builder's layout check still refuses it: loaders (and to-wheel) read
+        # build/<variant>/<module>/ as the old layout's package folder.
+        raise BuildError(f"{where}/{config.module_name} must not exist: loaders take "
+                         "build/<variant>/<module>/ for the old layout's package folder")
     violations: list[str] = []
     for path in sorted(package.rglob("*.py")):
         if "__pycache__" not in path.parts:

@@ -3,10 +3,12 @@
 Arch variants (compiled): the package's ``*.py`` files and its ``pyext`` data files,
 ``_ops.py`` naming the build's ops namespace, the extension, and ``metadata.json``.
 Noarch variants (``torch-<backend>``): every file of the package and an ``_ops.py``
-that picks the ops namespace of the backend torch runs on. Both get the flat layout's
-compatibility sub-package and ``metadata.json`` with the digests of every file. The
-folder is assembled beside its final place and renamed in: a failed or interrupted
-build never leaves half a variant.
+that picks the ops namespace of the backend torch runs on. Both get ``metadata.json``
+with the digests of every file. The layout is flat, as kernel-builder writes it since
+it stopped generating the compatibility sub-package (``build/<variant>/<module>/``,
+huggingface/kernels#736): that sub-package shadowed a module of the kernel's own name
+(``einops/einops.py``), which then imported itself. The folder is assembled beside its
+final place and renamed in: a failed or interrupted build never leaves half a variant.
 """
 
 from __future__ import annotations
@@ -66,24 +68,6 @@ def add_op_namespace_prefix(op_name: str) -> str:
 '''
 
 
-COMPAT_INIT = '''\
-# Compatibility sub-package of a flat kernel build: loaders that expect the legacy
-# layout (build/<variant>/<module>/__init__.py) import this, and get the flat package
-# one folder up, loaded as a package so that its relative imports work.
-import importlib.util
-import sys
-from pathlib import Path
-
-_flat = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location(
-    __name__, _flat / "__init__.py", submodule_search_locations=[str(_flat)]
-)
-_module = importlib.util.module_from_spec(_spec)
-sys.modules[__name__] = _module
-_spec.loader.exec_module(_module)
-'''
-
-
 def metadata(config: BuildConfig, backend: str, ext_name: str,
              archs: list[str] | None) -> dict[str, object]:
     """``metadata.json`` without its digest, keys in kernel-builder's order."""
@@ -131,9 +115,6 @@ def write_variant(config: BuildConfig, variant_dir: Path, backend: str, ext_name
             shutil.copyfile(extension, staging / extension.name)
         else:
             (staging / "_ops.py").write_text(noarch_ops_py(config.module_name, build_id))
-        compat = staging / config.module_name
-        compat.mkdir(exist_ok=True)
-        (compat / "__init__.py").write_text(COMPAT_INIT)
         meta = metadata(config, backend, ext_name, archs)
         meta["digest"] = {"algorithm": "sha256", "files": digest_folder(staging)}
         (staging / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")

@@ -6,6 +6,7 @@ from pathlib import Path
 import torch
 
 from ._ops import ops
+from .kw_stable import NAME as MODULE_FILE
 
 DEFAULT_FACTOR = json.loads((Path(__file__).parent / "data" / "defaults.json").read_text())["factor"]
 
@@ -16,4 +17,4 @@ def scale(x: torch.Tensor, factor: float = DEFAULT_FACTOR) -> torch.Tensor:
     return out
 
 
-__all__ = ["DEFAULT_FACTOR", "scale"]
+__all__ = ["DEFAULT_FACTOR", "MODULE_FILE", "scale"]
