@@ -123,8 +123,13 @@ def store(key: str, name: str, obj: Path, depfile: Path) -> Path:
         path = Path(dependency)
         if not path.is_absolute():
             return obj  # relative paths depend on the compiler's folder: not reusable
-        stat = path.stat()
-        content = path.read_bytes()
+        try:
+            stat = path.stat()
+            content = path.read_bytes()
+        except OSError:
+            # gone already, or seen only by the compiler (a compiler in a container or
+            # chroot names its own headers): the object cannot be checked later either
+            return obj
         name_sensitive = name_sensitive or _NAME_TOKEN in content
         inputs.append({"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
                        "sha256": hashlib.sha256(content).hexdigest()})
