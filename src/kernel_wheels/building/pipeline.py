@@ -294,7 +294,7 @@ def _compile_backend(config: BuildConfig, plan: _Plan, torch: TorchEnv, out_dir:
         fixes = link_within_policy(
             lambda extra: run_tool(_link_command(env, objects, output, extra),
                                    f"linking {output.name}", work),
-            lambda: imports_of(output), env.cxx, work)
+            lambda: imports_of(output), env.cxx, work, arch=torch.cpu_arch)
         for line in describe(fixes):
             log(f"  {backend}: {line}")
     else:

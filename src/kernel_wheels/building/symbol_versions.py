@@ -1,7 +1,8 @@
 """Keeping a linked extension's imported symbol versions within manylinux_2_28 when the
-build machine's C and C++ libraries are newer, the way the manylinux toolchains do.
+build machine's C and C++ libraries are newer, with the machine's own compiler (as the
+manylinux toolchains do, where kernel-builder pins an older one).
 
-Two kinds of newer symbol can appear, and each has an honest fix:
+Three kinds of newer symbol appear, and each has an honest fix:
 
 - **libstdc++** (``GLIBCXX_3.4.29``: ``std::to_chars(char*, char*, double)``, gcc 11).
   Red Hat's devtoolset, which kernel-builder builds with, links exactly the parts of
@@ -10,16 +11,21 @@ Two kinds of newer symbol can appear, and each has an honest fix:
   Here: the members of the compiler's own ``libstdc++.a`` that define the newer
   symbols go into a small archive linked with ``--exclude-libs``, so their symbols
   are local to the extension, neither exported nor seen by other libraries.
-- **glibc functions moved into libc** (``dlsym@GLIBC_2.34``: glibc 2.34 moved libdl
-  and libpthread into libc under new versions, same ABI; torch 2.14's stable-ABI
-  headers call ``dlsym``). A binary linked against glibc 2.28 imports the old
-  version, which every newer glibc still provides. Here: ``--wrap`` sends the
-  extension's references to a one-instruction trampoline that jumps to the old
-  version, for the functions listed in ``data/build_toolchain.json`` only.
+- **glibc functions that only got a newer version** (``dlsym@GLIBC_2.34``: glibc 2.34
+  moved libdl and libpthread into libc under new versions, same ABI; ``exp@GLIBC_2.29``;
+  and glibc 2.38's C23 names, ``__isoc23_strtoul``, which its headers substitute for
+  ``strtoul`` when compiling C++). A binary linked against glibc 2.28 imports the old
+  version (or the C99 function), which every newer glibc still provides. Here:
+  ``--wrap`` sends the extension's references to a one-instruction trampoline that
+  jumps to that version, for the functions listed in ``data/build_toolchain.json``.
+- **glibc symbols with no older equivalent** that the libstdc++ members above use
+  (``__libc_single_threaded@GLIBC_2.32``, ``arc4random@GLIBC_2.36``,
+  ``stat@GLIBC_2.33``): ``build_support/glibc_compat.c`` defines them inside the
+  extension (hidden), so glibc's are never asked for.
 
 Link, read the imports, fix, link again, until nothing fixable is left (a pulled-in
-libstdc++ member can need another). What cannot be fixed this way (a glibc data
-symbol such as ``__libc_single_threaded``) is left for the extension check to report.
+libstdc++ member can need another). Whatever is still above the limit is left for the
+extension check to report, naming the symbols.
 """
 
 from __future__ import annotations
@@ -52,12 +58,27 @@ class SymbolVersion:
 
 
 @dataclass(frozen=True)
+class Binding:
+    """An imported glibc symbol sent to ``target@version`` instead."""
+
+    symbol: str  # __isoc23_strtoul
+    target: str  # strtoul
+    version: str  # GLIBC_2.2.5
+
+    def __str__(self) -> str:
+        if self.target == self.symbol:
+            return f"{self.symbol}@{self.version}"
+        return f"{self.symbol} -> {self.target}@{self.version}"
+
+
+@dataclass(frozen=True)
 class PolicyFixes:
     """What was done to stay within the policy: libstdc++ symbols linked statically,
-    glibc functions bound to their older version."""
+    glibc functions bound to older versions, glibc symbols defined locally."""
 
     static_libstdcxx: tuple[SymbolVersion, ...] = ()
-    older_glibc: tuple[str, ...] = ()  # "dlsym@GLIBC_2.2.5"
+    older_glibc: tuple[Binding, ...] = ()
+    local_definitions: tuple[SymbolVersion, ...] = ()
 
 
 def _limits() -> dict[str, tuple[int, ...]]:
@@ -130,42 +151,51 @@ def _libstdcxx_archive(members: set[str], cxx: str, folder: Path) -> list[str]:
 
 
 @functools.cache
-def _libc_versions(libc: Path) -> dict[str, tuple[str, ...]]:
-    """function -> every version libc defines it at (``objdump -T``)."""
+def _library_versions(library: Path) -> dict[str, tuple[str, ...]]:
+    """symbol -> every version ``library`` defines it at (``nm -D``)."""
     versions: dict[str, list[str]] = {}
-    for line in _run([_tool("objdump"), "-T", str(libc)]).splitlines():
-        match = re.search(r"\s\(?(GLIBC_[\d.]+)\)?\s+(\S+)$", line)
-        if match and " DF " in line and "*UND*" not in line:
-            versions.setdefault(match[2], []).append(match[1])
+    command = [_tool("nm"), "-D", "--defined-only", "--with-symbol-versions", str(library)]
+    for line in _run(command).splitlines():
+        match = re.search(r"\s(\S+?)@@?(GLIBC_[\d.]+)$", line)
+        if match:
+            versions.setdefault(match[1], []).append(match[2])
     return {k: tuple(v) for k, v in versions.items()}
 
 
-def _older_version(symbol: str, cxx: str) -> str | None:
-    if symbol not in data.load("build_toolchain")["glibc_moved_functions"]:
-        return None
+def _binding(symbol: str, cxx: str) -> Binding | None:
+    """Where an over-limit glibc function can be sent instead: the newest version
+    within the limit of the same function (same ABI) or of the one it replaces."""
+    table = data.load("build_toolchain")
+    same_abi: dict[str, list[str]] = table["glibc_same_abi"]
+    target = table["glibc_replacements"].get(symbol)
+    libraries = list(same_abi) if target else [lib for lib, names in same_abi.items() if symbol in names]
     limits = _limits()
-    candidates = [v for v in _libc_versions(_compiler_file(cxx, "libc.so.6")).get(symbol, ())
-                  if _within(v, limits)]
-    return max(candidates, key=lambda v: version_tuple(v.rpartition("_")[2])) if candidates else None
+    for library in libraries:
+        found = _library_versions(_compiler_file(cxx, library)).get(target or symbol, ())
+        within = [v for v in found if _within(v, limits)]
+        if within:
+            newest = max(within, key=lambda v: version_tuple(v.rpartition("_")[2]))
+            return Binding(symbol, target or symbol, newest)
+    return None
 
 
+#: one jump that leaves registers and stack untouched, so any signature works
 _JUMP = {"x86_64": "jmp {target}@PLT", "aarch64": "b {target}"}
 
 
-def _trampolines(bindings: dict[str, str], cxx: str, folder: Path) -> list[str]:
-    """An object whose ``__wrap_<f>`` jumps to ``f@<older version>`` (registers and
-    stack untouched, so any signature works), and the ``--wrap`` options using it."""
-    jump = _JUMP.get(platform.machine())
+def _trampolines(bindings: dict[str, Binding], cxx: str, arch: str, folder: Path) -> list[str]:
+    """An object whose ``__wrap_<f>`` jumps to ``target@<older version>``, and the
+    ``--wrap`` options using it."""
+    jump = _JUMP.get(arch)
     if jump is None:
-        raise BuildError(f"binding glibc functions to older versions is not supported on "
-                         f"{platform.machine()}")
+        raise BuildError(f"binding glibc functions to older versions is not supported on {arch}")
     lines = ["    .text"]
-    for symbol, version in sorted(bindings.items()):
-        target = f"kw_old_{symbol}"
-        lines += [f"    .symver {target}, {symbol}@{version}",
+    for symbol, binding in sorted(bindings.items()):
+        local = f"kw_old_{symbol}"
+        lines += [f"    .symver {local}, {binding.target}@{binding.version}",
                   f"    .globl __wrap_{symbol}", f"    .hidden __wrap_{symbol}",
                   f"    .type __wrap_{symbol}, %function", f"__wrap_{symbol}:",
-                  f"    {jump.format(target=target)}",
+                  f"    {jump.format(target=local)}",
                   f"    .size __wrap_{symbol}, .-__wrap_{symbol}"]
     lines.append('    .section .note.GNU-stack,"",%progbits')
     folder.mkdir(parents=True, exist_ok=True)
@@ -174,45 +204,81 @@ def _trampolines(bindings: dict[str, str], cxx: str, folder: Path) -> list[str]:
     return [str(folder / "older_glibc.o"), *(f"-Wl,--wrap={s}" for s in sorted(bindings))]
 
 
+# --- glibc: local definitions ----------------------------------------------------------
+
+
+def _local_definitions(symbols: set[str], cxx: str, arch: str, folder: Path) -> list[str]:
+    """``build_support/glibc_compat.c`` compiled with the definitions of ``symbols``."""
+    from .compile_env import support_dir
+
+    stat_ver = data.load("build_toolchain")["stat_ver"].get(arch)
+    xstat = _library_versions(_compiler_file(cxx, "libc.so.6")).get("__xstat", ())
+    folder.mkdir(parents=True, exist_ok=True)
+    command = [cxx, "-x", "c", "-std=c11", "-O2", "-fPIC", "-fvisibility=hidden",
+               *(f"-DKW_DEFINE_{s}" for s in sorted(symbols)),
+               f"-DKW_STAT_VER={stat_ver if stat_ver is not None else -1}",
+               f"-DKW_XSTAT_VERSION={min(xstat, default='GLIBC_2.0')}",
+               "-c", str(support_dir() / "glibc_compat.c"), "-o", "glibc_compat.o"]
+    _run(command, cwd=folder)
+    return [str(folder / "glibc_compat.o")]
+
+
 # --- the loop -------------------------------------------------------------------------
+
+
+def _fix_libstdcxx(libstdcxx: list[SymbolVersion], members: set[str], cxx: str) -> set[str]:
+    """The libstdc++.a members that define ``libstdcxx``, added to ``members``."""
+    definitions = _archive_definitions(_compiler_file(cxx, "libstdc++.a"))
+    missing = [s for s in libstdcxx if s.symbol not in definitions]
+    if missing:
+        raise BuildError(f"the extension needs {missing[0].version} ({missing[0].symbol}), "
+                         f"above {data.load('build_toolchain')['manylinux']}, and {cxx}'s "
+                         "libstdc++.a does not define it: build with an older compiler")
+    new = {definitions[s.symbol] for s in libstdcxx} - members
+    if not new:
+        raise BuildError(f"linking {', '.join(sorted(members))} from libstdc++.a statically "
+                         f"did not remove {libstdcxx[0].version} ({libstdcxx[0].symbol})")
+    return members | new
 
 
 def link_within_policy(link: Callable[[list[str]], None],
                        read_imports: Callable[[], tuple[tuple[str, str], ...]],
-                       cxx: str, workdir: Path) -> PolicyFixes:
+                       cxx: str, workdir: Path, arch: str | None = None) -> PolicyFixes:
     """Link (``link(extra_arguments)``), then relink with the fixes above until no
-    fixable imported symbol is above the limit."""
+    fixable imported symbol is above the limit. ``arch`` is the target machine
+    (default: this one)."""
+    arch = arch or platform.machine()
     link([])
-    static_prefixes = tuple(data.load("build_toolchain")["static_libstdcxx_prefixes"])
+    toolchain = data.load("build_toolchain")
+    static_prefixes = tuple(toolchain["static_libstdcxx_prefixes"])
+    local_names = set(toolchain["glibc_local_definitions"])
     members: set[str] = set()
     linked: list[SymbolVersion] = []
-    bindings: dict[str, str] = {}
+    bindings: dict[str, Binding] = {}
+    defined: dict[str, SymbolVersion] = {}
     for _round in range(MAX_ROUNDS):
         over = over_limit(read_imports())
         libstdcxx = [s for s in over if s.prefix in static_prefixes]
-        glibc = {s.symbol: v for s in over if s.prefix == "GLIBC"
-                 and s.symbol not in bindings and (v := _older_version(s.symbol, cxx))}
-        if not libstdcxx and not glibc:
-            return PolicyFixes(tuple(linked), tuple(f"{s}@{v}" for s, v in sorted(bindings.items())))
+        glibc = [s for s in over if s.prefix == "GLIBC"]
+        new_bindings = {s.symbol: b for s in glibc if s.symbol not in bindings
+                        and (b := _binding(s.symbol, cxx)) is not None}
+        new_local = {s.symbol: s for s in glibc if s.symbol in local_names and s.symbol not in defined
+                     and s.symbol not in new_bindings}
+        if not libstdcxx and not new_bindings and not new_local:
+            return PolicyFixes(tuple(linked), tuple(b for _, b in sorted(bindings.items())),
+                               tuple(v for _, v in sorted(defined.items())))
         if libstdcxx:
-            definitions = _archive_definitions(_compiler_file(cxx, "libstdc++.a"))
-            missing = [s for s in libstdcxx if s.symbol not in definitions]
-            if missing:
-                raise BuildError(f"the extension needs {missing[0].version} ({missing[0].symbol}), "
-                                 f"above {data.load('build_toolchain')['manylinux']}, and {cxx}'s "
-                                 "libstdc++.a does not define it: build with an older compiler")
-            new = {definitions[s.symbol] for s in libstdcxx} - members
-            if not new:
-                raise BuildError(f"linking {', '.join(sorted(members))} from libstdc++.a statically "
-                                 f"did not remove {libstdcxx[0].version} ({libstdcxx[0].symbol})")
-            members |= new
+            members = _fix_libstdcxx(libstdcxx, members, cxx)
             linked += libstdcxx
-        bindings.update(glibc)
+        bindings.update(new_bindings)
+        defined.update(new_local)
         extra: list[str] = []
         if members:
             extra += _libstdcxx_archive(members, cxx, workdir / "newer-libstdcxx")
         if bindings:
-            extra += _trampolines(bindings, cxx, workdir / "older-glibc")
+            extra += _trampolines(bindings, cxx, arch, workdir / "older-glibc")
+        if defined:
+            extra += _local_definitions(set(defined), cxx, arch, workdir / "glibc-compat")
         link(extra)
     raise BuildError(f"symbols above manylinux_2_28 kept appearing after {MAX_ROUNDS} relinks")
 
@@ -225,6 +291,9 @@ def describe(fixes: PolicyFixes) -> list[str]:
         lines.append(f"linked statically from libstdc++.a ({', '.join(versions)}, newer than "
                      "manylinux_2_28 allows)")
     if fixes.older_glibc:
-        lines.append(f"bound to older glibc versions: {', '.join(fixes.older_glibc)}")
+        lines.append(f"bound to older glibc versions: {', '.join(map(str, fixes.older_glibc))}")
+    if fixes.local_definitions:
+        names = ", ".join(f"{s.symbol} ({s.version})" for s in fixes.local_definitions)
+        lines.append(f"defined inside the extension (glibc_compat.c): {names}")
     return lines
 
