@@ -141,3 +141,27 @@ def test_without_the_fixes_the_build_names_the_symbols(standin_cxx: Path, tmp_pa
     assert over == {("__isoc23_strtoul", "GLIBC_2.38"), ("arc4random", "GLIBC_2.36"),
                     ("__libc_single_threaded", "GLIBC_2.32"), ("stat", "GLIBC_2.33"),
                     ("exp", "GLIBC_2.29")}
+
+
+CHROOTED_WRAPPER = """#!/bin/sh
+# g++, whose dependency file also names a header that exists only where the compiler
+# runs (as a compiler in a chroot or container reports its own /usr/include).
+g++ "$@" || exit $?
+previous=
+for argument in "$@"; do
+  if [ "$previous" = "-MF" ]; then echo "extra: /nonexistent-kw-root/usr/include/kw.h" >> "$argument"; fi
+  previous=$argument
+done
+"""
+
+
+def test_a_dependency_only_the_compiler_sees_is_not_an_error(tmp_path: Path) -> None:
+    """The object is used but not cached (it could never be checked later)."""
+    wrapper = tmp_path / "g++"
+    wrapper.write_text(CHROOTED_WRAPPER)
+    wrapper.chmod(0o755)
+    env = {"CXX": str(wrapper), "KERNEL_WHEELS_CACHE": str(tmp_path / "cache")}
+    for out in ("out", "again"):
+        proc = run_cli("build", KERNELS / "kw-to-chars", "-o", tmp_path / out, env=env)
+        assert "(unchanged)" not in proc.stderr and "Traceback" not in proc.stderr
+        assert (tmp_path / out / "build" / "torch-stable-abi211-cpu-x86_64-linux").is_dir()
