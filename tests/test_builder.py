@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -206,16 +207,25 @@ def test_ops_registered_outside_the_namespace_are_refused(tmp_path: Path) -> Non
         "add_op_namespace_prefix from ._ops): torch-ext/kw_noarch/__init__.py:10 function _halve")
 
 
-def test_dependency_not_on_pypi_names_what_to_install(tmp_path: Path) -> None:
+def test_dependency_that_cannot_be_fetched_names_what_to_set(tmp_path: Path) -> None:
+    """CUTLASS 3.9.2 is not on PyPI: its archive comes from the mirror named here, which
+    nothing answers (tests/test_build_depends.py serves real archives)."""
     tree = copy_kernel("kw-stable", tmp_path)
     toml = (tree / "build.toml").read_text().replace('depends = ["torch"]', 'depends = ["torch", "cutlass_3_9"]')
     (tree / "build.toml").write_text(toml)
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
     proc = run_cli("build", tree, "-o", tmp_path / "out", check=False,
-                   env={"CUTLASS_SRC_DIR": ""})
+                   env={"CUTLASS_SRC_DIR": "", "KERNEL_WHEELS_CUTLASS_URL": url,
+                        "KERNEL_WHEELS_RETRIES": "0", "KERNEL_WHEELS_CACHE": str(tmp_path / "cache")})
     assert proc.returncode == 1
-    assert ("kernel-wheels: error: [kernel.scale_cpu] depends on cutlass_3_9 (CUTLASS 3.9.2): set "
-            "CUTLASS_SRC_DIR to a CUTLASS 3.9.2 source checkout (it is not on PyPI)") in proc.stderr
+    error = proc.stderr.strip().splitlines()[-1]
+    assert error.startswith("kernel-wheels: error: [kernel.scale_cpu] depends on cutlass_3_9 (CUTLASS "
+                            f"3.9.2): could not download CUTLASS 3.9.2 from {url}/v3.9.2.tar.gz (")
+    assert error.endswith(") after 1 tries; or set CUTLASS_SRC_DIR to a CUTLASS 3.9.2 source checkout")
     assert not (tmp_path / "out" / "build" / CPU_STABLE).exists()
+    assert list((tmp_path / "cache" / "build-depends").iterdir()) == []
 
 
 # --- CUDA capabilities (kernel-builder's rules, checked without nvcc) ----------------------

@@ -327,7 +327,7 @@ def _component(reader: _Reader, kernel_id: str, table: Any) -> KernelComponent:
     reader.check_keys(table, "kernel", where, backend=backend if isinstance(backend, str) else None)
     known: dict[str, Any] = data.load("build_depends")
     for dependency in table["depends"]:
-        if dependency not in known:
+        if dependency not in known or dependency.startswith("_"):
             raise reader.fail(f"{where} depends", f"'{dependency}' is not a dependency kernel-builder "
                               f"knows (known: {', '.join(k for k in sorted(known) if k[0] != '_')})")
     return KernelComponent(

@@ -1,12 +1,22 @@
 """The C++ dependencies of kernel components (``depends = ["cutlass_3_6"]``): their
-include folders, from a source checkout named by an environment variable (as
-kernel-builder's CMake reads ``CUTLASS_SRC_DIR``), else from a pinned PyPI wheel
-(``nvidia-cutlass==3.6.0.0``, checked against its sha256) kept in kernel-wheels' cache.
-What exists nowhere is an error naming what to install.
+include folders, by exact version, from
+
+1. a source checkout named by an environment variable (as kernel-builder's CMake reads
+   ``CUTLASS_SRC_DIR``);
+2. the pinned PyPI wheel (``nvidia-cutlass==3.6.0.0``, checked against its sha256),
+   installed or downloaded with pip, where PyPI has that version;
+3. else the project's tagged source archive (``v3.9.2.tar.gz`` from NVIDIA/cutlass on
+   GitHub, or the mirror ``KERNEL_WHEELS_CUTLASS_URL`` names), checked against the
+   digest pinned in ``data/build_depends.json`` (see :mod:`.source_archive`).
+
+Downloads are kept in kernel-wheels' cache (``build-depends``), once per version and
+digest. What exists nowhere is an error naming what to set.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -20,6 +30,7 @@ from .. import data
 from ..cache import cache_dir
 from ..errors import BuildError
 from ..kernel.digest import file_sha256
+from .source_archive import PinnedArchive, fetch
 
 
 @dataclass(frozen=True)
@@ -86,6 +97,45 @@ def _from_pypi(name: str, entry: dict[str, Any], log: Any) -> ResolvedDependency
     return ResolvedDependency(name, dirs, f"{pin['name']} {pin['version']} (PyPI)")
 
 
+def _archive_pin(entry: dict[str, Any], log: Any) -> PinnedArchive:
+    """The archive of ``entry``'s version: URL (a mirror if the project's ``url_env`` is
+    set) and digests (a table named by ``digests_env`` replaces the pinned ones, said in
+    the log: for a mirror of versions kernel-wheels does not pin, and for tests)."""
+    project: dict[str, Any] = data.load("build_depends")["_archives"][entry["project"]]
+    archive: dict[str, Any] = entry["archive"]
+    base = os.environ.get(project["url_env"]) or project["url"]
+    url = f"{base.rstrip('/')}/{archive['tag']}.tar.gz"
+    digests = {k: archive.get(k) for k in ("sha256", "nar")}
+    table_path = os.environ.get(project["digests_env"])
+    if table_path:
+        try:
+            table = json.loads(Path(table_path).read_text())
+            digests = {k: table[entry["version"]].get(k) for k in ("sha256", "nar")}
+        except (OSError, ValueError, KeyError, AttributeError, TypeError):
+            raise BuildError(f"{project['digests_env']}={table_path} has no digests for "
+                             f"{entry['project']} {entry['version']} (a JSON object "
+                             f'{{"{entry["version"]}": {{"sha256": "..."}}}})') from None
+        log(f"{entry['project']} {entry['version']}: digests from {project['digests_env']}="
+            f"{table_path}, not kernel-wheels' pinned table")
+    if not digests["sha256"] and not digests["nar"]:
+        raise BuildError(f"no digest is pinned for {entry['project']} {entry['version']}'s archive: "
+                         f"add one to data/build_depends.json or set {entry['env']} to a source "
+                         "checkout")
+    return PinnedArchive(url, f"{entry['project']} {entry['version']}", digests["sha256"],
+                         digests["nar"], tuple(entry["include"]))
+
+
+def _from_archive(name: str, entry: dict[str, Any], log: Any) -> ResolvedDependency:
+    pin = _archive_pin(entry, log)
+    digest = pin.sha256 or hashlib.sha256((pin.nar or "").encode()).hexdigest()
+    target = cache_dir("build-depends") / f"{entry['project'].lower()}-{entry['version']}-{digest[:12]}"
+    if not target.is_dir():
+        fetch(pin, target, log)
+    dirs = tuple(target / d for d in entry["include"] if (target / d).is_dir())
+    checked = "sha256" if pin.sha256 else "Nix hash"
+    return ResolvedDependency(name, dirs, f"{pin.name} from {pin.url} ({checked} checked)")
+
+
 def _installed(name: str, entry: dict[str, Any]) -> ResolvedDependency | None:
     """The exact pinned distribution, already installed in the running environment."""
     from importlib import metadata
@@ -126,6 +176,13 @@ def resolve(names: tuple[str, ...], backend: str, where: dict[str, str],
                     f"{where[name]} depends on {_describe(name, entry)}: {exc.message}; install "
                     f"{entry['pypi']['name']}=={entry['pypi']['version']} or set {entry['env']} to a "
                     f"{entry['project']} {entry['version']} source checkout") from None
+        if resolved is None and entry.get("archive"):
+            try:
+                resolved = _from_archive(name, entry, log)
+            except BuildError as exc:
+                raise BuildError(f"{where[name]} depends on {_describe(name, entry)}: "
+                                 f"{exc.message}; or set {entry['env']} to a {entry['project']} "
+                                 f"{entry['version']} source checkout") from None
         if resolved is None:
             how = (f"set {entry['env']} to a {entry['project']} {entry['version']} source checkout "
                    f"(it is not on PyPI)" if entry.get("env") else
