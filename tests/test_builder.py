@@ -173,17 +173,19 @@ def test_unknown_or_unsupported_keys_are_refused_by_name(tmp_path: Path, change:
     assert not (tmp_path / "out").exists()
 
 
-def test_tvm_ffi_kernels_are_refused_with_the_reason(tmp_path: Path) -> None:
+def test_tvm_ffi_kernels_need_apache_tvm_ffi(tmp_path: Path) -> None:
+    """tests/test_build_tvm_ffi.py builds them; the CUDA venv has no apache-tvm-ffi."""
     toml = MINIMAL.replace("[torch-noarch]\n", '[tvm-ffi]\nsrc = []\n\n[kernel.k]\nbackend = "cpu"\n'
                            'depends = []\nsrc = ["k.cpp"]\n')
     tree = write_tree(tmp_path / "tree", toml)
     (tree / "tvm-ffi-ext" / "kw_keys").mkdir(parents=True)
     (tree / "tvm-ffi-ext" / "kw_keys" / "__init__.py").write_text("")
     (tree / "k.cpp").write_text("")
-    proc = run_cli("build", tree, "-o", tmp_path / "out", check=False)
+    proc = build(tree, tmp_path / "out", cache=tmp_path / "cache", python=_cuda_python())
     assert proc.returncode == 1
-    assert ("cpu: tvm-ffi kernels are not built by kernel-wheels: it compiles torch extensions only"
-            in proc.stderr)
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "kernel-wheels: error: nothing to build for kw-keys in this environment (cpu: apache-tvm-ffi "
+        "is not installed in this Python environment)")
 
 
 def test_torch_version_bounds(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from .. import data
 from .config import BuildConfig, KernelComponent, version_tuple
-from .toolchain import CudaToolkit, TorchEnv
+from .toolchain import CudaToolkit, TorchEnv, TvmFfiEnv
 
 CXX_SUFFIXES = frozenset({".cc", ".cpp", ".cxx", ".c++"})
 CUDA_SUFFIXES = frozenset({".cu"})
@@ -67,7 +67,8 @@ class BackendEnvironment:
 
     config: BuildConfig
     backend: str
-    torch: TorchEnv
+    #: the torch a torch kernel compiles against; None for a tvm-ffi kernel
+    torch: TorchEnv | None
     cxx: str
     ext_name: str
     cuda: CudaToolkit | None = None
@@ -79,12 +80,19 @@ class BackendEnvironment:
     nvcc_threads: int = 1
     #: nvcc's host compiler when $CXX names one (else nvcc's default)
     host_compiler: str | None = None
+    #: the apache-tvm-ffi a tvm-ffi kernel compiles against; None for a torch kernel
+    tvm_ffi: TvmFfiEnv | None = None
 
     @property
     def cxx_standard(self) -> str:
-        return "-std=gnu++17" if self.torch.major_minor < (2, 12) else "-std=gnu++20"
+        # tvm-ffi's CMake package asks for C++17 (kernel-builder sets no other)
+        if self.torch is None or self.torch.major_minor < (2, 12):
+            return "-std=gnu++17"
+        return "-std=gnu++20"
 
     def defines(self) -> list[str]:
+        if self.torch is None:  # tvm-ffi: kernel-builder's tvm-ffi-extension.cmake
+            return [f"-DTVM_FFI_EXTENSION_NAME={self.ext_name}", f"-D{self.backend.upper()}_KERNEL"]
         limits = data.load("build_toolchain")
         defines = [f"-DTORCH_EXTENSION_NAME={self.ext_name}", f"-D{self.backend.upper()}_KERNEL",
                    f"-DPy_LIMITED_API={limits['py_limited_api']}",
@@ -109,10 +117,15 @@ class BackendEnvironment:
         return list(dict.fromkeys(d for d in dirs if d.is_dir()))
 
     def system_include_dirs(self) -> list[Path]:
-        dirs = [*self.dependency_includes, *self.torch.include_dirs]
+        dirs = [*self.dependency_includes]
+        if self.torch is not None:
+            dirs += self.torch.include_dirs
+        if self.tvm_ffi is not None:
+            dirs += self.tvm_ffi.include_dirs
         if self.cuda is not None:
             dirs += [self.cuda.include_dir, *self.math_includes]
-        dirs.append(self.torch.python_include)
+        if self.torch is not None:
+            dirs.append(self.torch.python_include)
         return dirs
 
     def include_flags(self, component: KernelComponent | None) -> list[str]:
@@ -143,14 +156,15 @@ class BackendEnvironment:
         from .cuda_archs import gencode_flags
 
         dropped = set(data.load("build_cuda")["nvcc_flags_from_torch_dropped"])
-        torch_flags = [f for f in ("--expt-relaxed-constexpr", "--expt-extended-lambda")
-                       if f not in dropped]
+        # torch's CMake package adds these (and -DENABLE_FP8) to torch kernels only
+        torch_flags = [f for f in ("--expt-relaxed-constexpr", "--expt-extended-lambda", "-DENABLE_FP8")
+                       if f not in dropped] if self.torch is not None else []
         cuda_flags = list(component.cuda_flags) if component is not None else []
         if version_tuple(self.cuda.version) < (12, 8):
             # kernel-builder drops this flag for toolkits that do not know it
             cuda_flags = [f for f in cuda_flags if not f.startswith("-static-global-template-stub")]
         return [str(self.cuda.nvcc), self.cxx_standard.replace("gnu++", "c++"), "-O3", "-DNDEBUG",
-                *torch_flags, "-DENABLE_FP8",
+                *torch_flags,
                 "-Xcompiler=-fPIC,-fvisibility=hidden",
                 f"-Xcompiler=-ffile-prefix-map={self.config.root}=.",
                 "-Wno-deprecated-gpu-targets", f"--threads={self.nvcc_threads}",

@@ -51,10 +51,16 @@ def imports_of(extension: Path) -> tuple[tuple[str, str], ...]:
     return dynamic_symbols(extension).versioned_imports
 
 
-def check_extension(extension: Path, ext_name: str, *, policy: bool = True) -> None:
-    """``policy`` False (``--no-manylinux``) checks only that it is a Python module."""
+def check_extension(extension: Path, ext_name: str, *, policy: bool = True,
+                    tvm_ffi: bool = False) -> None:
+    """``policy`` False (``--no-manylinux``) checks only that it is a Python module (for
+    a tvm-ffi kernel: that it exports tvm-ffi functions)."""
     symbols = dynamic_symbols(extension)
-    if f"PyInit_{ext_name}" not in symbols.defined:
+    if tvm_ffi:
+        if not any(name.startswith("__tvm_ffi_") for name in symbols.defined):
+            raise BuildError(f"{extension.name} exports no tvm-ffi function: the sources must "
+                             "export them with TVM_FFI_DLL_EXPORT_TYPED_FUNC")
+    elif f"PyInit_{ext_name}" not in symbols.defined:
         raise BuildError(f"{extension.name} has no PyInit_{ext_name}: the binding sources must end "
                          "with REGISTER_EXTENSION(TORCH_EXTENSION_NAME) (from registration.h)")
     over = over_limit(symbols.versioned_imports) if policy else []

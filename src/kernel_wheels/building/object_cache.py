@@ -26,8 +26,9 @@ _SPEED_ONLY = ("--threads=",)
 #: The ops namespace changes with every source edit (it is a hash of the sources). It
 #: can only change the objects of files whose inputs mention it, so it is left out of
 #: the key and checked only for those: editing one file does not recompile the rest.
-NAME_DEFINE = "-DTORCH_EXTENSION_NAME="
-_NAME_TOKEN = b"TORCH_EXTENSION_NAME"
+#: (torch kernels name it TORCH_EXTENSION_NAME, tvm-ffi kernels TVM_FFI_EXTENSION_NAME)
+NAME_DEFINES = ("-DTORCH_EXTENSION_NAME=", "-DTVM_FFI_EXTENSION_NAME=")
+_NAME_TOKENS = (b"TORCH_EXTENSION_NAME", b"TVM_FFI_EXTENSION_NAME")
 
 
 def _root() -> Path:
@@ -35,7 +36,7 @@ def _root() -> Path:
 
 
 def command_key(arguments: tuple[str, ...], source: Path, compiler_id: str) -> str:
-    kept = [a for a in arguments if not a.startswith((*_SPEED_ONLY, NAME_DEFINE))]
+    kept = [a for a in arguments if not a.startswith((*_SPEED_ONLY, *NAME_DEFINES))]
     text = json.dumps([compiler_id, str(source), kept])
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -86,7 +87,7 @@ def _unchanged(inputs: list[dict[str, object]]) -> bool:
 
 
 def extension_name(arguments: tuple[str, ...]) -> str:
-    return next((a[len(NAME_DEFINE):] for a in arguments if a.startswith(NAME_DEFINE)), "")
+    return next((a.partition("=")[2] for a in arguments if a.startswith(NAME_DEFINES)), "")
 
 
 def lookup(key: str, name: str) -> Path | None:
@@ -130,7 +131,7 @@ def store(key: str, name: str, obj: Path, depfile: Path) -> Path:
             # gone already, or seen only by the compiler (a compiler in a container or
             # chroot names its own headers): the object cannot be checked later either
             return obj
-        name_sensitive = name_sensitive or _NAME_TOKEN in content
+        name_sensitive = name_sensitive or any(token in content for token in _NAME_TOKENS)
         inputs.append({"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
                        "sha256": hashlib.sha256(content).hexdigest()})
     recorded = [name if name_sensitive else "", *(str(i["sha256"]) for i in inputs)]

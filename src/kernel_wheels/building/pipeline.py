@@ -37,8 +37,10 @@ from .symbol_versions import describe, link_within_policy
 from .toolchain import (
     CudaToolkit,
     TorchEnv,
+    TvmFfiEnv,
     cxx_compiler,
     detect_torch,
+    detect_tvm_ffi,
     find_cuda_toolkit,
     math_library_include_dirs,
 )
@@ -120,10 +122,12 @@ class _Plan:
 
 
 class _Environment:
-    """The torch and CUDA toolkit of this machine, looked up once and only if needed."""
+    """The torch, apache-tvm-ffi and CUDA toolkit of this machine, looked up once and
+    only if needed."""
 
     def __init__(self) -> None:
         self._torch: TorchEnv | None = None
+        self._tvm_ffi: TvmFfiEnv | None = None
 
     @property
     def torch(self) -> TorchEnv:
@@ -131,33 +135,51 @@ class _Environment:
             self._torch = detect_torch()
         return self._torch
 
+    @property
+    def tvm_ffi(self) -> TvmFfiEnv:
+        if self._tvm_ffi is None:
+            self._tvm_ffi = detect_tvm_ffi()
+            if self._tvm_ffi is None:
+                raise BuildError("building tvm-ffi kernels needs apache-tvm-ffi in this Python "
+                                 "environment (pip install apache-tvm-ffi)")
+        return self._tvm_ffi
+
+
+def _why_no_cuda(config: BuildConfig, torch: TorchEnv | None) -> str | None:
+    """None when nvcc (of torch's CUDA major version, for a torch kernel) can build."""
+    toolkit = find_cuda_toolkit()
+    if torch is not None and torch.cuda_version is None:
+        return f"torch {torch.torch_version} is not a CUDA build"
+    if toolkit is None:
+        return "no nvcc found (set CUDA_HOME or put nvcc on PATH)"
+    if torch is not None and torch.cuda_version is not None and (
+            toolkit.version.split(".")[0] != torch.cuda_version.split(".")[0]):
+        return (f"nvcc is CUDA {toolkit.version} but torch was built with CUDA "
+                f"{torch.cuda_version}: point CUDA_HOME at a CUDA "
+                f"{torch.cuda_version.split('.')[0]} toolkit")
+    bounds = config.backend_general("cuda")
+    low = bounds.minver or "11.8"
+    high = bounds.maxver
+    if version_tuple(toolkit.version) < version_tuple(low) or (
+            high is not None and version_tuple(toolkit.version) > version_tuple(high)):
+        return (f"[general.cuda] allows CUDA {low} to {high or 'any newer'}; this nvcc is "
+                f"CUDA {toolkit.version}")
+    return None
+
 
 def _why_not_compiled(config: BuildConfig, backend: str, env: _Environment) -> str | None:
     """None when this machine can compile ``backend``; else the reason."""
-    if config.framework.kind == "tvm-ffi":
-        return ("tvm-ffi kernels are not built by kernel-wheels: it compiles torch extensions "
-                "only (use kernel-builder for [tvm-ffi] kernels)")
     if backend not in COMPILED_BACKENDS:
         return (f"compiling {backend} kernels needs the {backend} toolchain, which kernel-wheels "
                 "build does not drive (it compiles cpu and cuda kernels)")
+    if config.framework.kind == "tvm-ffi":
+        # a tvm-ffi kernel needs no torch: apache-tvm-ffi, and nvcc for cuda
+        if detect_tvm_ffi() is None:
+            return "apache-tvm-ffi is not installed in this Python environment"
+        return _why_no_cuda(config, None) if backend == "cuda" else None
     torch = env.torch
-    if backend == "cuda":
-        toolkit = find_cuda_toolkit()
-        if torch.cuda_version is None:
-            return f"torch {torch.torch_version} is not a CUDA build"
-        if toolkit is None:
-            return "no nvcc found (set CUDA_HOME or put nvcc on PATH)"
-        if toolkit.version.split(".")[0] != torch.cuda_version.split(".")[0]:
-            return (f"nvcc is CUDA {toolkit.version} but torch was built with CUDA "
-                    f"{torch.cuda_version}: point CUDA_HOME at a CUDA "
-                    f"{torch.cuda_version.split('.')[0]} toolkit")
-        bounds = config.backend_general("cuda")
-        low = bounds.minver or "11.8"
-        high = bounds.maxver
-        if version_tuple(toolkit.version) < version_tuple(low) or (
-                high is not None and version_tuple(toolkit.version) > version_tuple(high)):
-            return (f"[general.cuda] allows CUDA {low} to {high or 'any newer'}; this nvcc is "
-                    f"CUDA {toolkit.version}")
+    if backend == "cuda" and (why := _why_no_cuda(config, torch)) is not None:
+        return why
     stable = config.framework.stable_abi.get(backend)
     if stable is not None and torch.major_minor < version_tuple(stable)[:2]:
         return (f"[torch] stable-abi targets torch {stable} for {backend}, newer than this torch "
@@ -201,7 +223,8 @@ def _plans(config: BuildConfig, requested: tuple[str, ...], env: _Environment,
             continue
         plans.append(_Plan(backend, "compiled", config.framework.stable_abi.get(backend),
                            find_cuda_toolkit() if backend == "cuda" else None))
-    if any(isinstance(p, _Plan) and p.kind == "compiled" for p in plans):
+    if config.framework.kind == "torch" and any(isinstance(p, _Plan) and p.kind == "compiled"
+                                                for p in plans):
         _check_torch_bounds(config, env.torch)
     return plans
 
@@ -209,8 +232,8 @@ def _plans(config: BuildConfig, requested: tuple[str, ...], env: _Environment,
 # --- one compiled backend --------------------------------------------------------------
 
 
-def _environment(config: BuildConfig, plan: _Plan, torch: TorchEnv, ext_name: str,
-                 options: BuildOptions, jobs: int, log: Log) -> BackendEnvironment:
+def _environment(config: BuildConfig, plan: _Plan, torch: TorchEnv | None, tvm_ffi: TvmFfiEnv | None,
+                 ext_name: str, options: BuildOptions, jobs: int, log: Log) -> BackendEnvironment:
     components = config.components(plan.backend)
     where: dict[str, str] = {}
     for component in components:
@@ -232,9 +255,9 @@ def _environment(config: BuildConfig, plan: _Plan, torch: TorchEnv, ext_name: st
     return BackendEnvironment(
         config=config, backend=plan.backend, torch=torch, cxx=cxx_compiler(), ext_name=ext_name,
         cuda=cuda, stable_abi=plan.stable_abi, dependency_includes=dependency_includes,
-        math_includes=math_library_include_dirs(cuda, torch) if cuda else (),
+        math_includes=math_library_include_dirs(cuda, torch) if cuda and torch else (),
         component_archs=tuple(component_archs), nvcc_threads=threads,
-        host_compiler=os.environ.get("CXX"))
+        host_compiler=os.environ.get("CXX"), tvm_ffi=tvm_ffi)
 
 
 def _drop_too_new_components(config: BuildConfig, cuda: CudaToolkit, log: Log) -> BuildConfig:
@@ -255,15 +278,22 @@ def _drop_too_new_components(config: BuildConfig, cuda: CudaToolkit, log: Log) -
 
 def _link_command(env: BackendEnvironment, objects: list[Path], output: Path,
                   extra: list[str]) -> list[str]:
-    libs = [f"-L{d}" for d in env.torch.library_dirs] + ["-lc10", "-ltorch", "-ltorch_cpu"]
+    if env.torch is not None:
+        libs = [f"-L{d}" for d in env.torch.library_dirs] + ["-lc10", "-ltorch", "-ltorch_cpu"]
+        # Only PyInit_<name> is exported: also nothing of the libstdc++ parts linked in.
+        exported = f"PyInit_{env.ext_name}"
+    else:
+        assert env.tvm_ffi is not None
+        libs = [f"-L{env.tvm_ffi.library_dir}", "-ltvm_ffi"]
+        exported = "__tvm_ffi_*"  # the functions TVM_FFI_DLL_EXPORT_TYPED_FUNC exports
     if env.cuda is not None:
         if not env.cuda.library_dirs:
             raise BuildError(f"no libcudart.so next to {env.cuda.nvcc}")
-        libs += ["-lc10_cuda", "-ltorch_cuda", *(f"-L{d}" for d in env.cuda.library_dirs),
-                 "-lcudart"]
-    # Only PyInit_<name> is exported: also nothing of the libstdc++ parts linked in.
+        if env.torch is not None:
+            libs += ["-lc10_cuda", "-ltorch_cuda"]
+        libs += [*(f"-L{d}" for d in env.cuda.library_dirs), "-lcudart"]
     exports = output.parent / "exports.map"
-    exports.write_text(f"{{ global: PyInit_{env.ext_name}; local: *; }};\n")
+    exports.write_text(f"{{ global: {exported}; local: *; }};\n")
     # No -rpath: the libraries come from the torch already loaded in the process.
     # --as-needed drops libraries nothing references (libtorch_python never enters).
     return [env.cxx, "-shared", "-o", str(output), *map(str, objects), *extra,
@@ -271,7 +301,7 @@ def _link_command(env: BackendEnvironment, objects: list[Path], output: Path,
             *libs]
 
 
-def _compile_backend(config: BuildConfig, plan: _Plan, torch: TorchEnv, out_dir: Path,
+def _compile_backend(config: BuildConfig, plan: _Plan, machine: _Environment, out_dir: Path,
                      build_id: str, options: BuildOptions, jobs: int, work: Path,
                      log: Log) -> BackendResult:
     started = time.monotonic()
@@ -279,28 +309,39 @@ def _compile_backend(config: BuildConfig, plan: _Plan, torch: TorchEnv, out_dir:
     if plan.cuda is not None:
         config = _drop_too_new_components(config, plan.cuda, log)
     ext_name = f"_{config.module_name}_{backend}_{build_id}"
-    tag = torch.cuda_tag if backend == "cuda" else backend
-    assert tag is not None
-    variant = torch.variant_name(tag, plan.stable_abi)
+    torch: TorchEnv | None = None
+    tvm_ffi: TvmFfiEnv | None = None
+    if config.framework.kind == "tvm-ffi":
+        tvm_ffi = machine.tvm_ffi
+        variant = tvm_ffi.variant_name(plan.cuda.tag if plan.cuda is not None else backend)
+        library = work / f"{ext_name}.so"  # a plain shared library, loaded by tvm_ffi
+        arch = tvm_ffi.cpu_arch
+    else:
+        torch = machine.torch
+        tag = torch.cuda_tag if backend == "cuda" else backend
+        assert tag is not None
+        variant = torch.variant_name(tag, plan.stable_abi)
+        library = work / f"{ext_name}.abi3.so"
+        arch = torch.cpu_arch
     log(f"{backend}: building {variant} ({ext_name})")
-    env = _environment(config, plan, torch, ext_name, options, jobs, log)
+    env = _environment(config, plan, torch, tvm_ffi, ext_name, options, jobs, log)
     units = env.units()
     ids = {"cxx": compiler_id(env.cxx)}
     if env.cuda is not None:
         ids["cuda"] = compiler_id(str(env.cuda.nvcc)) + "\n" + ids["cxx"]
     objects = compile_units(units, work, jobs, ids, log, label=backend)
-    output = work / f"{ext_name}.abi3.so"
+    output = library
     if options.manylinux:
         fixes = link_within_policy(
             lambda extra: run_tool(_link_command(env, objects, output, extra),
                                    f"linking {output.name}", work),
-            lambda: imports_of(output), env.cxx, work, arch=torch.cpu_arch)
+            lambda: imports_of(output), env.cxx, work, arch=arch)
         for line in describe(fixes):
             log(f"  {backend}: {line}")
     else:
         run_tool(_link_command(env, objects, output, []), f"linking {output.name}", work)
         log(f"  {backend}: linked for this machine's glibc (--no-manylinux)")
-    check_extension(output, ext_name, policy=options.manylinux)
+    check_extension(output, ext_name, policy=options.manylinux, tvm_ffi=tvm_ffi is not None)
     archs = None
     if env.cuda is not None:
         archs = [a for cid, chosen in env.component_archs if cid for a in chosen]
@@ -371,7 +412,7 @@ def build(source_dir: Path, out_dir: Path, options: BuildOptions = BuildOptions(
                     results.append(_noarch_backend(config, plan.backend, out_dir, build_id, log))
                     continue
                 with tempfile.TemporaryDirectory(prefix=f"{plan.backend}-", dir=root) as work:
-                    results.append(_compile_backend(config, plan, env.torch, out_dir, build_id,
+                    results.append(_compile_backend(config, plan, env, out_dir, build_id,
                                                     options, jobs, Path(work), log))
             except BuildError as exc:
                 log(f"{plan.backend}: failed: {exc.message.splitlines()[0]}")

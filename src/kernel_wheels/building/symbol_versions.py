@@ -127,14 +127,17 @@ def _compiler_file(cxx: str, name: str) -> Path:
 
 @functools.cache
 def _archive_definitions(archive: Path) -> dict[str, str]:
-    """symbol -> the first archive member defining it (``nm`` over ``libstdc++.a``)."""
-    definitions: dict[str, str] = {}
+    """symbol -> the first archive member defining it (``nm`` over ``libstdc++.a``); a
+    strong definition before a weak one (template instantiations, such as
+    ``std::basic_ostringstream<char>``'s constructors in ``sstream-inst.o``, are weak)."""
+    strong: dict[str, str] = {}
+    weak: dict[str, str] = {}
     for line in _run([_tool("nm"), "-A", "-P", "--defined-only", str(archive)]).splitlines():
         # "/path/libstdc++.a[member.o]: symbol T 0000 0010"
         match = re.match(r".*\[([^\]]+)\]: (\S+) ([A-Za-z]) ", line)
-        if match and match[3] not in "UuVvWw":  # strong definitions only
-            definitions.setdefault(match[2], match[1])
-    return definitions
+        if match and match[3] not in "Uu":
+            (weak if match[3] in "VvWw" else strong).setdefault(match[2], match[1])
+    return {**weak, **strong}
 
 
 def _libstdcxx_archive(members: set[str], cxx: str, folder: Path) -> list[str]:

@@ -68,11 +68,16 @@ def _torch_root() -> Path:
 
 def _version_module(root: Path) -> dict[str, object]:
     """The literal assignments of ``torch/version.py`` (never executed)."""
-    values: dict[str, object] = {}
     try:
-        tree = ast.parse((root / "version.py").read_text("utf-8"))
+        return _version_module_at(root / "version.py")
     except (OSError, SyntaxError) as exc:
         raise BuildError(f"cannot read torch's version from {root / 'version.py'}: {exc}") from None
+
+
+def _version_module_at(path: Path) -> dict[str, object]:
+    """The literal assignments of a version module (never executed)."""
+    values: dict[str, object] = {}
+    tree = ast.parse(path.read_text("utf-8"))
     for node in tree.body:
         target: ast.expr
         value: ast.expr | None
@@ -124,6 +129,54 @@ def detect_torch() -> TorchEnv:
         cpu_arch={"amd64": "x86_64", "arm64": "aarch64"}.get(machine.lower(), machine))
 
 
+# --- tvm-ffi -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TvmFfiEnv:
+    """The apache-tvm-ffi package of this environment, which tvm-ffi kernels compile and
+    link against (kernel-builder finds it the same way: ``python -m tvm_ffi.config``)."""
+
+    version: str  # "0.1.15.post2"
+    root: Path  # the tvm_ffi package folder
+    cpu_arch: str
+
+    @property
+    def include_dirs(self) -> tuple[Path, ...]:
+        return (self.root / "include",)
+
+    @property
+    def library_dir(self) -> Path:
+        return self.root / "lib"
+
+    def variant_name(self, backend_tag: str) -> str:
+        """kernel-builder's ``tvm-ffi<major><minor>-<backend>-<arch>-linux``."""
+        major, minor = (re.findall(r"\d+", self.version) + ["0", "0"])[:2]
+        return f"tvm-ffi{major}{minor}-{backend_tag}-{self.cpu_arch}-linux"
+
+
+def detect_tvm_ffi() -> TvmFfiEnv | None:
+    """apache-tvm-ffi in this environment (found, never imported), or None."""
+    from importlib import metadata
+
+    spec = importlib.util.find_spec("tvm_ffi")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(next(iter(spec.submodule_search_locations)))
+    try:
+        version = metadata.version("apache-tvm-ffi")
+    except metadata.PackageNotFoundError:
+        try:
+            version = str(_version_module_at(root / "_version.py").get("__version__", ""))
+        except (OSError, SyntaxError):
+            version = ""
+    if not version or not (root / "include" / "tvm" / "ffi").is_dir() or not (
+            root / "lib" / "libtvm_ffi.so").is_file():
+        return None
+    machine = platform.machine()
+    return TvmFfiEnv(version, root, {"amd64": "x86_64", "arm64": "aarch64"}.get(machine.lower(), machine))
+
+
 def cxx_compiler() -> str:
     """``$CXX`` or ``g++``: what kernel-builder's CMake would pick on this machine."""
     compiler = os.environ.get("CXX", "g++")
@@ -149,6 +202,12 @@ class CudaToolkit:
     @property
     def include_dir(self) -> Path:
         return self.root / "include"
+
+    @property
+    def tag(self) -> str:
+        """``cu130``: the CUDA part of a variant name built with this toolkit."""
+        major, minor = (self.version.split(".") + ["0"])[:2]
+        return f"cu{major}{minor}"
 
     @property
     def library_dirs(self) -> tuple[Path, ...]:

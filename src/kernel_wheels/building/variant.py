@@ -34,6 +34,57 @@ def ops_py(ext_name: str) -> str:
     )
 
 
+def tvm_ffi_ops_py(ext_name: str) -> str:
+    """kernel-builder's tvm-ffi ``_ops.py`` (templates/tvm_ffi/_ops.py.in): the library
+    loaded with ``tvm_ffi.load_module``, and the JAX and torch name prefixes."""
+    return f'''from importlib.util import find_spec
+from pathlib import Path
+import platform
+
+import tvm_ffi
+
+_SELF_PATH = Path(__file__).parent
+
+has_jax = find_spec("jax") and find_spec("jax_tvm_ffi")
+
+has_torch = find_spec("torch")
+
+if platform.system() == "Darwin":
+    ops = tvm_ffi.load_module(_SELF_PATH / "{ext_name}.dylib")
+elif platform.system() == "Windows":
+    ops = tvm_ffi.load_module(_SELF_PATH / "{ext_name}.dll")
+else:
+    ops = tvm_ffi.load_module(_SELF_PATH / "{ext_name}.so")
+
+
+def jax_add_ffi_target_name_prefix(name: str):
+    """
+    Prefix JAX FFI target name by namespace.
+    """
+    return f"{ext_name}.{{name}}"
+
+def torch_add_op_namespace_prefix(op_name: str):
+    """
+    Prefix Torch op by namespace.
+    """
+    return f"{ext_name}::{{op_name}}"
+
+def jax_register_ffi_target(name: str, *args, **kwargs):
+    if has_jax:
+        from jax_tvm_ffi import register_ffi_target
+
+        return register_ffi_target(f"{ext_name}.{{name}}", *args, **kwargs)
+
+def jax_ffi_call(name: str, *args, **kwargs):
+    if has_jax:
+        from jax.ffi import ffi_call
+
+        return ffi_call(f"{ext_name}.{{name}}", *args, **kwargs)
+
+    raise RuntimeError("jax is not available, cannot call jax_ffi_call")
+'''
+
+
 def noarch_ops_py(module: str, build_id: str) -> str:
     """The ops namespace of a noarch build depends on the backend torch runs on
     (``_<module>_<backend>_<id>``), detected in the same order as kernel-builder's."""
@@ -111,7 +162,8 @@ def write_variant(config: BuildConfig, variant_dir: Path, backend: str, ext_name
     try:
         _copy_package(config, staging, everything=extension is None)
         if extension is not None:
-            (staging / "_ops.py").write_text(ops_py(ext_name))
+            tvm_ffi = config.framework.kind == "tvm-ffi"
+            (staging / "_ops.py").write_text(tvm_ffi_ops_py(ext_name) if tvm_ffi else ops_py(ext_name))
             shutil.copyfile(extension, staging / extension.name)
         else:
             (staging / "_ops.py").write_text(noarch_ops_py(config.module_name, build_id))

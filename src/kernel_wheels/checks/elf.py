@@ -49,7 +49,10 @@ def check_structure(info: ElfInfo, tag_arch: str | None) -> list[Finding]:
                                     f"{info.arcname} has RPATH/RUNPATH {rpath}, which points "
                                     "outside the wheel"))
     module = extension_module_name(info.arcname)
-    if module and f"PyInit_{module}" not in info.init_functions:
+    # a tvm-ffi kernel's library (kernel-builder names it like a module) is loaded by
+    # tvm_ffi.load_module, which calls the __tvm_ffi_<name> functions it exports
+    tvm_ffi = any(name.startswith("__tvm_ffi_") for name in info.init_functions)
+    if module and f"PyInit_{module}" not in info.init_functions and not tvm_ffi:
         findings.append(Finding("elf", Status.FAIL,
                                 f"{info.arcname} is an extension module without PyInit_{module}"))
     return findings

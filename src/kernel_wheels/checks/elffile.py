@@ -67,7 +67,8 @@ class ElfInfo:
     needed: tuple[str, ...]
     rpaths: tuple[str, ...]
     soname: str | None
-    #: Defined dynamic symbols named PyInit_* (an extension module's entry point).
+    #: Defined dynamic symbols named PyInit_* (an extension module's entry point) or
+    #: __tvm_ffi_* (the functions of a tvm-ffi library, which tvm_ffi.load_module calls).
     init_functions: frozenset[str]
     #: (symbol, "GLIBC_2.32") for every undefined dynamic symbol with a version.
     versioned_imports: tuple[tuple[str, str], ...]
@@ -167,7 +168,8 @@ def _dynamic_imports(layout: Layout, table: SymbolTable, versions: Versions) -> 
             undefined.add(name)
             if indexes and indexes[position] in versions.needed_names:
                 versioned.append((name, versions.needed_names[indexes[position]]))
-        elif table.strings.startswith(b"PyInit_", st_name):
+        elif table.strings.startswith((b"PyInit_", b"__tvm_ffi_"), st_name):
+            # what a loader calls: Python's import, or tvm_ffi.load_module
             init_functions.add(symbol_name(layout, table, st_name))
     return _Imports(frozenset(init_functions), frozenset(undefined), tuple(versioned))
 

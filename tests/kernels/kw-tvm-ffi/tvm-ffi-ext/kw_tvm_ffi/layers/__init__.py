@@ -1,0 +1,3 @@
+"""A sub-package, shipped with the variant as kernel-builder ships it."""
+
+LAYERS = ["AddOne"]
