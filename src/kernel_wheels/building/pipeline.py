@@ -29,6 +29,7 @@ from . import depends, object_cache
 from .cache_paths import work_root
 from .compile_env import BackendEnvironment
 from .config import BuildConfig, read_build_toml, version_tuple
+from .cross import cross_compiler, target_torch, tool_prefix
 from .cuda_archs import plan_archs
 from .extension_check import check_extension, imports_of
 from .scheduler import compile_units, compiler_id, run_tool
@@ -42,6 +43,7 @@ from .toolchain import (
     detect_torch,
     detect_tvm_ffi,
     find_cuda_toolkit,
+    host_arch,
     math_library_include_dirs,
 )
 from .variant import write_variant
@@ -62,6 +64,9 @@ class BuildOptions:
     #: bind moved glibc functions to their old versions, fail on the rest). False builds
     #: for this machine's glibc only: convert with `to-wheel --manylinux-version auto`.
     manylinux: bool = True
+    #: build for another machine (``aarch64`` on x86_64): cpu kernels, with a cross
+    #: compiler and torch's wheel for that machine; None: this machine
+    target_arch: str | None = None
 
 
 @dataclass(frozen=True)
@@ -122,18 +127,36 @@ class _Plan:
 
 
 class _Environment:
-    """The torch, apache-tvm-ffi and CUDA toolkit of this machine, looked up once and
-    only if needed."""
+    """The torch, apache-tvm-ffi, C++ compiler and CUDA toolkit a build uses, looked up
+    once and only if needed: this machine's, or for a cross build (``target_arch``) the
+    cross compiler and torch's wheel for the target."""
 
-    def __init__(self) -> None:
+    def __init__(self, target_arch: str | None, log: Log) -> None:
+        self.host = host_arch()
+        self.arch = target_arch or self.host
+        self.log = log
         self._torch: TorchEnv | None = None
         self._tvm_ffi: TvmFfiEnv | None = None
 
     @property
+    def cross(self) -> bool:
+        return self.arch != self.host
+
+    @property
     def torch(self) -> TorchEnv:
         if self._torch is None:
-            self._torch = detect_torch()
+            running = detect_torch()
+            self._torch = target_torch(self.arch, running, self.log) if self.cross else running
         return self._torch
+
+    @property
+    def cxx(self) -> str:
+        return cross_compiler(self.arch) if self.cross else cxx_compiler()
+
+    @property
+    def tools(self) -> str:
+        """The prefix of the target's binutils ("" on this machine)."""
+        return tool_prefix(self.arch, self.host)
 
     @property
     def tvm_ffi(self) -> TvmFfiEnv:
@@ -172,6 +195,9 @@ def _why_not_compiled(config: BuildConfig, backend: str, env: _Environment) -> s
     if backend not in COMPILED_BACKENDS:
         return (f"compiling {backend} kernels needs the {backend} toolchain, which kernel-wheels "
                 "build does not drive (it compiles cpu and cuda kernels)")
+    if env.cross and (backend != "cpu" or config.framework.kind == "tvm-ffi"):
+        return (f"a build for {env.arch} on this {env.host} machine (--target-arch) compiles cpu "
+                "kernels against torch only")
     if config.framework.kind == "tvm-ffi":
         # a tvm-ffi kernel needs no torch: apache-tvm-ffi, and nvcc for cuda
         if detect_tvm_ffi() is None:
@@ -232,8 +258,9 @@ def _plans(config: BuildConfig, requested: tuple[str, ...], env: _Environment,
 # --- one compiled backend --------------------------------------------------------------
 
 
-def _environment(config: BuildConfig, plan: _Plan, torch: TorchEnv | None, tvm_ffi: TvmFfiEnv | None,
-                 ext_name: str, options: BuildOptions, jobs: int, log: Log) -> BackendEnvironment:
+def _environment(config: BuildConfig, plan: _Plan, machine: _Environment, torch: TorchEnv | None,
+                 tvm_ffi: TvmFfiEnv | None, ext_name: str, options: BuildOptions, jobs: int,
+                 log: Log) -> BackendEnvironment:
     components = config.components(plan.backend)
     where: dict[str, str] = {}
     for component in components:
@@ -253,7 +280,7 @@ def _environment(config: BuildConfig, plan: _Plan, torch: TorchEnv | None, tvm_f
             threads = max(threads, len(chosen))
         threads = max(1, min(threads, jobs))
     return BackendEnvironment(
-        config=config, backend=plan.backend, torch=torch, cxx=cxx_compiler(), ext_name=ext_name,
+        config=config, backend=plan.backend, torch=torch, cxx=machine.cxx, ext_name=ext_name,
         cuda=cuda, stable_abi=plan.stable_abi, dependency_includes=dependency_includes,
         math_includes=math_library_include_dirs(cuda, torch) if cuda and torch else (),
         component_archs=tuple(component_archs), nvcc_threads=threads,
@@ -324,7 +351,7 @@ def _compile_backend(config: BuildConfig, plan: _Plan, machine: _Environment, ou
         library = work / f"{ext_name}.abi3.so"
         arch = torch.cpu_arch
     log(f"{backend}: building {variant} ({ext_name})")
-    env = _environment(config, plan, torch, tvm_ffi, ext_name, options, jobs, log)
+    env = _environment(config, plan, machine, torch, tvm_ffi, ext_name, options, jobs, log)
     units = env.units()
     ids = {"cxx": compiler_id(env.cxx)}
     if env.cuda is not None:
@@ -335,7 +362,7 @@ def _compile_backend(config: BuildConfig, plan: _Plan, machine: _Environment, ou
         fixes = link_within_policy(
             lambda extra: run_tool(_link_command(env, objects, output, extra),
                                    f"linking {output.name}", work),
-            lambda: imports_of(output), env.cxx, work, arch=arch)
+            lambda: imports_of(output), env.cxx, work, arch=arch, tools=machine.tools)
         for line in describe(fixes):
             log(f"  {backend}: {line}")
     else:
@@ -398,7 +425,7 @@ def build(source_dir: Path, out_dir: Path, options: BuildOptions = BuildOptions(
     config = read_build_toml(source_dir.resolve())
     check_sources(config)
     build_id = source_hash(config)
-    env = _Environment()
+    env = _Environment(options.target_arch, log)
     plans = _plans(config, options.backends, env, log)
     jobs = max(1, options.jobs or len(os.sched_getaffinity(0)))
     results: list[BackendResult] = []

@@ -100,11 +100,12 @@ def over_limit(imports: tuple[tuple[str, str], ...]) -> list[SymbolVersion]:
     return sorted(found, key=lambda s: (s.version, s.symbol))
 
 
-def _tool(name: str) -> str:
-    found = shutil.which(name)
+def _tool(name: str, prefix: str = "") -> str:
+    """A binutils program; for a cross build, the target's (``aarch64-linux-gnu-nm``)."""
+    found = shutil.which(prefix + name)
     if found is None:
-        raise BuildError(f"'{name}' (GNU binutils) is needed to keep the extension within "
-                         "manylinux_2_28: install binutils")
+        raise BuildError(f"'{prefix}{name}' (GNU binutils) is needed to keep the extension within "
+                         f"manylinux_2_28: install {'binutils' if not prefix else prefix + 'binutils'}")
     return found
 
 
@@ -126,13 +127,13 @@ def _compiler_file(cxx: str, name: str) -> Path:
 
 
 @functools.cache
-def _archive_definitions(archive: Path) -> dict[str, str]:
+def _archive_definitions(archive: Path, prefix: str) -> dict[str, str]:
     """symbol -> the first archive member defining it (``nm`` over ``libstdc++.a``); a
     strong definition before a weak one (template instantiations, such as
     ``std::basic_ostringstream<char>``'s constructors in ``sstream-inst.o``, are weak)."""
     strong: dict[str, str] = {}
     weak: dict[str, str] = {}
-    for line in _run([_tool("nm"), "-A", "-P", "--defined-only", str(archive)]).splitlines():
+    for line in _run([_tool("nm", prefix), "-A", "-P", "--defined-only", str(archive)]).splitlines():
         # "/path/libstdc++.a[member.o]: symbol T 0000 0010"
         match = re.match(r".*\[([^\]]+)\]: (\S+) ([A-Za-z]) ", line)
         if match and match[3] not in "Uu":
@@ -140,12 +141,12 @@ def _archive_definitions(archive: Path) -> dict[str, str]:
     return {**weak, **strong}
 
 
-def _libstdcxx_archive(members: set[str], cxx: str, folder: Path) -> list[str]:
+def _libstdcxx_archive(members: set[str], cxx: str, prefix: str, folder: Path) -> list[str]:
     archive = _compiler_file(cxx, "libstdc++.a")
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir()
-    _run([_tool("ar"), "x", str(archive), *sorted(members)], cwd=folder)
-    _run([_tool("ar"), "rcsD", f"lib{ARCHIVE_NAME}.a", *sorted(members)], cwd=folder)
+    _run([_tool("ar", prefix), "x", str(archive), *sorted(members)], cwd=folder)
+    _run([_tool("ar", prefix), "rcsD", f"lib{ARCHIVE_NAME}.a", *sorted(members)], cwd=folder)
     # Before the default -lstdc++ that g++ appends last, and made local.
     return [f"-L{folder}", f"-Wl,--exclude-libs,lib{ARCHIVE_NAME}.a", f"-l{ARCHIVE_NAME}"]
 
@@ -154,10 +155,10 @@ def _libstdcxx_archive(members: set[str], cxx: str, folder: Path) -> list[str]:
 
 
 @functools.cache
-def _library_versions(library: Path) -> dict[str, tuple[str, ...]]:
+def _library_versions(library: Path, prefix: str) -> dict[str, tuple[str, ...]]:
     """symbol -> every version ``library`` defines it at (``nm -D``)."""
     versions: dict[str, list[str]] = {}
-    command = [_tool("nm"), "-D", "--defined-only", "--with-symbol-versions", str(library)]
+    command = [_tool("nm", prefix), "-D", "--defined-only", "--with-symbol-versions", str(library)]
     for line in _run(command).splitlines():
         match = re.search(r"\s(\S+?)@@?(GLIBC_[\d.]+)$", line)
         if match:
@@ -165,7 +166,7 @@ def _library_versions(library: Path) -> dict[str, tuple[str, ...]]:
     return {k: tuple(v) for k, v in versions.items()}
 
 
-def _binding(symbol: str, cxx: str) -> Binding | None:
+def _binding(symbol: str, cxx: str, prefix: str) -> Binding | None:
     """Where an over-limit glibc function can be sent instead: the newest version
     within the limit of the same function (same ABI) or of the one it replaces."""
     table = data.load("build_toolchain")
@@ -174,7 +175,7 @@ def _binding(symbol: str, cxx: str) -> Binding | None:
     libraries = list(same_abi) if target else [lib for lib, names in same_abi.items() if symbol in names]
     limits = _limits()
     for library in libraries:
-        found = _library_versions(_compiler_file(cxx, library)).get(target or symbol, ())
+        found = _library_versions(_compiler_file(cxx, library), prefix).get(target or symbol, ())
         within = [v for v in found if _within(v, limits)]
         if within:
             newest = max(within, key=lambda v: version_tuple(v.rpartition("_")[2]))
@@ -210,12 +211,12 @@ def _trampolines(bindings: dict[str, Binding], cxx: str, arch: str, folder: Path
 # --- glibc: local definitions ----------------------------------------------------------
 
 
-def _local_definitions(symbols: set[str], cxx: str, arch: str, folder: Path) -> list[str]:
+def _local_definitions(symbols: set[str], cxx: str, arch: str, prefix: str, folder: Path) -> list[str]:
     """``build_support/glibc_compat.c`` compiled with the definitions of ``symbols``."""
     from .compile_env import support_dir
 
     stat_ver = data.load("build_toolchain")["stat_ver"].get(arch)
-    xstat = _library_versions(_compiler_file(cxx, "libc.so.6")).get("__xstat", ())
+    xstat = _library_versions(_compiler_file(cxx, "libc.so.6"), prefix).get("__xstat", ())
     folder.mkdir(parents=True, exist_ok=True)
     command = [cxx, "-x", "c", "-std=c11", "-O2", "-fPIC", "-fvisibility=hidden",
                *(f"-DKW_DEFINE_{s}" for s in sorted(symbols)),
@@ -229,9 +230,10 @@ def _local_definitions(symbols: set[str], cxx: str, arch: str, folder: Path) -> 
 # --- the loop -------------------------------------------------------------------------
 
 
-def _fix_libstdcxx(libstdcxx: list[SymbolVersion], members: set[str], cxx: str) -> set[str]:
+def _fix_libstdcxx(libstdcxx: list[SymbolVersion], members: set[str], cxx: str,
+                   prefix: str) -> set[str]:
     """The libstdc++.a members that define ``libstdcxx``, added to ``members``."""
-    definitions = _archive_definitions(_compiler_file(cxx, "libstdc++.a"))
+    definitions = _archive_definitions(_compiler_file(cxx, "libstdc++.a"), prefix)
     missing = [s for s in libstdcxx if s.symbol not in definitions]
     if missing:
         raise BuildError(f"the extension needs {missing[0].version} ({missing[0].symbol}), "
@@ -246,10 +248,11 @@ def _fix_libstdcxx(libstdcxx: list[SymbolVersion], members: set[str], cxx: str) 
 
 def link_within_policy(link: Callable[[list[str]], None],
                        read_imports: Callable[[], tuple[tuple[str, str], ...]],
-                       cxx: str, workdir: Path, arch: str | None = None) -> PolicyFixes:
+                       cxx: str, workdir: Path, arch: str | None = None,
+                       tools: str = "") -> PolicyFixes:
     """Link (``link(extra_arguments)``), then relink with the fixes above until no
     fixable imported symbol is above the limit. ``arch`` is the target machine
-    (default: this one)."""
+    (default: this one), ``tools`` the prefix of its binutils (``aarch64-linux-gnu-``)."""
     arch = arch or platform.machine()
     link([])
     toolchain = data.load("build_toolchain")
@@ -264,24 +267,24 @@ def link_within_policy(link: Callable[[list[str]], None],
         libstdcxx = [s for s in over if s.prefix in static_prefixes]
         glibc = [s for s in over if s.prefix == "GLIBC"]
         new_bindings = {s.symbol: b for s in glibc if s.symbol not in bindings
-                        and (b := _binding(s.symbol, cxx)) is not None}
+                        and (b := _binding(s.symbol, cxx, tools)) is not None}
         new_local = {s.symbol: s for s in glibc if s.symbol in local_names and s.symbol not in defined
                      and s.symbol not in new_bindings}
         if not libstdcxx and not new_bindings and not new_local:
             return PolicyFixes(tuple(linked), tuple(b for _, b in sorted(bindings.items())),
                                tuple(v for _, v in sorted(defined.items())))
         if libstdcxx:
-            members = _fix_libstdcxx(libstdcxx, members, cxx)
+            members = _fix_libstdcxx(libstdcxx, members, cxx, tools)
             linked += libstdcxx
         bindings.update(new_bindings)
         defined.update(new_local)
         extra: list[str] = []
         if members:
-            extra += _libstdcxx_archive(members, cxx, workdir / "newer-libstdcxx")
+            extra += _libstdcxx_archive(members, cxx, tools, workdir / "newer-libstdcxx")
         if bindings:
             extra += _trampolines(bindings, cxx, arch, workdir / "older-glibc")
         if defined:
-            extra += _local_definitions(set(defined), cxx, arch, workdir / "glibc-compat")
+            extra += _local_definitions(set(defined), cxx, arch, tools, workdir / "glibc-compat")
         link(extra)
     raise BuildError(f"symbols above manylinux_2_28 kept appearing after {MAX_ROUNDS} relinks")
 

@@ -106,10 +106,21 @@ def _uses_cxx11_abi(library_dir: Path) -> bool:
                                           for s in dynsym.iter_symbols())  # type: ignore[attr-defined]
 
 
+def host_arch() -> str:
+    """This machine's architecture, named as variant names name it."""
+    machine = platform.machine()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine.lower(), machine)
+
+
 def detect_torch() -> TorchEnv:
     if platform.system() != "Linux":
         raise BuildError("kernel-wheels build compiles Linux variants only")
-    root = _torch_root()
+    return torch_at(_torch_root(), host_arch())
+
+
+def torch_at(root: Path, cpu_arch: str) -> TorchEnv:
+    """The torch package folder ``root`` (the running torch's, or one unpacked from a
+    wheel for another machine), read without importing it."""
     values = _version_module(root)
     version = values.get("__version__")
     match = re.match(r"(\d+)\.(\d+)", version) if isinstance(version, str) else None
@@ -119,14 +130,13 @@ def detect_torch() -> TorchEnv:
     if not (library_dir / "libc10.so").is_file():
         raise BuildError(f"torch at {root} has no lib/libc10.so: is it a complete torch install?")
     cuda = values.get("cuda")
-    machine = platform.machine()
     return TorchEnv(
         torch_version=version, major_minor=(int(match[1]), int(match[2])),
         cxx11_abi=_uses_cxx11_abi(library_dir),
         cuda_version=cuda if isinstance(cuda, str) else None, root=root,
         include_dirs=(root / "include", root / "include" / "torch" / "csrc" / "api" / "include"),
         library_dirs=(library_dir,), python_include=Path(sysconfig.get_paths()["include"]),
-        cpu_arch={"amd64": "x86_64", "arm64": "aarch64"}.get(machine.lower(), machine))
+        cpu_arch=cpu_arch)
 
 
 # --- tvm-ffi -------------------------------------------------------------------------
@@ -173,8 +183,7 @@ def detect_tvm_ffi() -> TvmFfiEnv | None:
     if not version or not (root / "include" / "tvm" / "ffi").is_dir() or not (
             root / "lib" / "libtvm_ffi.so").is_file():
         return None
-    machine = platform.machine()
-    return TvmFfiEnv(version, root, {"amd64": "x86_64", "arm64": "aarch64"}.get(machine.lower(), machine))
+    return TvmFfiEnv(version, root, host_arch())
 
 
 def cxx_compiler() -> str:

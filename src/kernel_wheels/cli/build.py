@@ -22,7 +22,8 @@ def register(commands: Any) -> argparse.ArgumentParser:
         epilog="examples:\n  kernel-wheels build sample-kernel -o out/build-output\n"
                "  kernel-wheels build ./my-kernel -o out --backend cuda --arch 9.0\n"
                "  TORCH_CUDA_ARCH_LIST='8.0;9.0+PTX' kernel-wheels build ./my-kernel -o out -j 8\n"
-               "  kernel-wheels build ./my-kernel -o out --no-manylinux   # this machine only\n")
+               "  kernel-wheels build ./my-kernel -o out --no-manylinux   # this machine only\n"
+               "  kernel-wheels build ./my-kernel -o out --target-arch aarch64   # cpu kernels, cross\n")
     bd.add_argument("source_dir", type=Path, help="the kernel's source tree (holding build.toml)")
     bd.add_argument("-o", "--output-dir", type=Path, required=True,
                     help="where build/<variant>/ folders are written")
@@ -37,6 +38,10 @@ def register(commands: Any) -> argparse.ArgumentParser:
                     help="build for this machine's glibc instead of manylinux_2_28 (for a "
                          "toolchain newer than the manylinux_2_28 fixes reach); convert the "
                          "result with to-wheel --manylinux-version auto")
+    bd.add_argument("--target-arch", choices=["x86_64", "aarch64"], default=None, metavar="ARCH",
+                    help="build cpu kernels for another machine (x86_64 or aarch64) with a cross "
+                         "compiler (aarch64-linux-gnu-g++, or CXX) and torch's wheel for it, "
+                         "fetched from the package index pip uses")
     return bd
 
 
@@ -47,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs < 0:
         raise UsageError("-j/--jobs must be a positive number")
     options = BuildOptions(tuple(args.backend), args.jobs or None, tuple(args.arch),
-                           manylinux=not args.no_manylinux)
+                           manylinux=not args.no_manylinux, target_arch=args.target_arch)
     report = build(args.source_dir, args.output_dir, options, log=stderr)
     for result in report.built:
         print(result.path)
