@@ -30,6 +30,7 @@ import faulthandler
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -245,6 +246,28 @@ def build(source: Path, out: Path, *backends: str) -> dict[str, Path]:
         if backend and (not backends or backend in backends):
             variants[backend] = variant
     return variants
+
+
+def symbol_versions(build: Path) -> dict[str, Any]:
+    """Per extension: the newest version it imports of each library's symbols, and any
+    import above manylinux_2_28 (the symbol table, not the wheel's tag)."""
+    from kernel_wheels.building.config import version_tuple
+    from kernel_wheels.building.extension_check import dynamic_symbols
+    from kernel_wheels.building.symbol_versions import over_limit
+
+    found: dict[str, Any] = {}
+    for so in sorted(build.glob("*/*.so")):
+        imports = dynamic_symbols(so).versioned_imports
+        newest: dict[str, str] = {}
+        for _, version in imports:
+            prefix, _, number = version.rpartition("_")
+            if re.fullmatch(r"\d+(\.\d+)*", number) and (
+                    version_tuple(number) > version_tuple(newest.get(prefix, "0"))):
+                newest[prefix] = number
+        found[f"{so.parent.name}/{so.name}"] = {
+            "newest": {k: f"{k}_{v}" for k, v in sorted(newest.items())},
+            "above_manylinux_2_28": [f"{s.symbol}@{s.version}" for s in over_limit(imports)]}
+    return found
 
 
 def build_sample(out: Path) -> dict[str, Any]:
