@@ -2,7 +2,8 @@
 
 Three steps, one module each: gather the facts (``facts``: read an existing wheel once,
 or take what the writer computed), dispatch each binary to the reader for its format,
-and judge (``contents``, ``digests``, ``elf``, ``manylinux``, ``abi3``, ``foreign``).
+and judge (``contents``, ``digests``, ``sbom``, ``elf``, ``manylinux``, ``abi3``,
+``foreign``).
 Nothing here raises for a bad wheel: :func:`check_wheel` returns a :class:`CheckReport`.
 """
 
@@ -28,6 +29,7 @@ from .facts import UNREADABLE, WheelFacts, read_wheel_facts, written_wheel_facts
 from .foreign import MACHO_MAGICS, check_macho, check_pe
 from .manylinux import manylinux_findings
 from .report import CheckReport, Finding, Status
+from .sbom import check_sbom
 
 __all__ = ["CheckReport", "Finding", "Status", "check_wheel", "check_wheels", "check_written_wheel"]
 
@@ -114,6 +116,7 @@ def evaluate(facts: WheelFacts) -> CheckReport:
     findings = list(facts.findings)
     findings += check_metadata_and_wheel(facts)
     findings += check_digests(facts)
+    findings += check_sbom(facts)
     binary_findings, honest = _check_binaries(facts, tags)
     findings += binary_findings
     return CheckReport(facts.filename, tuple(findings), honest)

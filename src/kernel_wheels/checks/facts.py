@@ -22,11 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from ..wheel.metadata import PROVENANCE_FILE
+from ..wheel.sbom import SBOM_FOLDER, SBOM_NAME
 from ..wheel.writer import Member, WrittenWheel
 from .report import Finding, Status
 
 BINARY_SUFFIXES = (".so", ".dylib", ".dll", ".pyd")
-_TEXTS = ("METADATA", "WHEEL", PROVENANCE_FILE)
+#: The dist-info texts the checks read, by their path inside the dist-info folder.
+SBOM_TEXT = f"{SBOM_FOLDER}/{SBOM_NAME}"
+_TEXTS = ("METADATA", "WHEEL", PROVENANCE_FILE, SBOM_TEXT)
 _CHUNK = 1 << 20
 _MAX_TEXT = 16 << 20  # a METADATA or provenance record larger than this is not read
 _BINARY_IN_MEMORY = 16 << 20  # binaries up to this size are checked from memory
@@ -48,7 +51,8 @@ class WheelFacts:
     members: list[str]
     #: The dist-info folder holding METADATA, if there is one.
     dist_info: str | None
-    #: dist-info texts by name (METADATA, WHEEL, kernel_wheels.json).
+    #: dist-info texts by their path in the dist-info folder (METADATA, WHEEL,
+    #: kernel_wheels.json, sboms/kernel-wheels.cdx.json).
     texts: dict[str, str] = field(default_factory=dict)
     #: sha256 (raw) of every member's content.
     hashes: dict[str, bytes] = field(default_factory=dict)
@@ -71,6 +75,14 @@ class WheelFacts:
         except json.JSONDecodeError:
             return None
         return value if isinstance(value, dict) else None
+
+
+def _text_name(dist_info: str | None, arcname: str) -> str | None:
+    """The path inside the dist-info folder of a text the checks read, else None."""
+    if dist_info is None or not arcname.startswith(dist_info + "/"):
+        return None
+    inside = arcname[len(dist_info) + 1:]
+    return inside if inside in _TEXTS else None
 
 
 def _find_dist_info(members: Iterable[str]) -> str | None:
@@ -124,8 +136,7 @@ def read_wheel_facts(path: Path, filename: str, scratch: Callable[[], Path],
                 continue
             digest = hashlib.sha256()
             size = 0
-            keep_text = facts.dist_info is not None and name.startswith(facts.dist_info + "/") \
-                and name.rsplit("/", 1)[-1] in _TEXTS and info.file_size <= _MAX_TEXT
+            keep_text = _text_name(facts.dist_info, name) is not None and info.file_size <= _MAX_TEXT
             binary = is_binary_name(name)
             in_memory = binary and info.file_size <= _BINARY_IN_MEMORY
             text = bytearray()
@@ -155,7 +166,7 @@ def read_wheel_facts(path: Path, filename: str, scratch: Callable[[], Path],
             elif in_memory:
                 facts.binaries[name] = bytes(text)
             if keep_text:
-                facts.texts[name.rsplit("/", 1)[-1]] = text.decode("utf-8", "replace")
+                facts.texts[name.split("/", 1)[1]] = text.decode("utf-8", "replace")
             if record is None:
                 continue
             row = record.pop(name, None)
@@ -185,10 +196,12 @@ def written_wheel_facts(written: WrittenWheel, members: list[Member], filename: 
     dist_info = _find_dist_info(names)
     facts = WheelFacts(filename, [*names, f"{dist_info}/RECORD"], dist_info, path=written.path)
     facts.hashes = {m.arcname: m.sha256 for m in written.members}
+    derived = dict(written.derived)
     for member in members:
-        base = member.arcname.rsplit("/", 1)[-1]
-        if facts.dist_info and member.arcname.startswith(facts.dist_info + "/") and base in _TEXTS:
-            facts.texts[base] = (member.content or b"").decode("utf-8")
+        text_name = _text_name(dist_info, member.arcname)
+        if text_name is not None:
+            content = derived.get(member.arcname, member.content)
+            facts.texts[text_name] = (content or b"").decode("utf-8")
         elif is_binary_name(member.arcname) and member.source is not None:
             facts.binaries[member.arcname] = member.source
     facts.findings.append(Finding("record", Status.PASS,

@@ -15,7 +15,7 @@ class Status(Enum):
 
 @dataclass(frozen=True)
 class Finding:
-    check: str  # record, metadata, wheel, manylinux, elf, abi3, digest, macho, pe
+    check: str  # record, metadata, wheel, manylinux, elf, abi3, digest, sbom, macho, pe
     status: Status
     message: str
 

@@ -32,6 +32,7 @@ from ..wheel.metadata import (
     wheel_text,
 )
 from ..wheel.plan import TagOptions, WheelPlan, plan_wheel
+from ..wheel.sbom import SbomFacts, sbom_member
 from ..wheel.writer import Member
 
 #: How a wheel is laid out inside (the provenance record says it; ``check`` reads both):
@@ -107,8 +108,8 @@ def provenance(revision: Revision, variant: Variant, layout: VariantLayout,
 
 def job_members(job: WheelJob, plan: WheelPlan) -> list[Member]:
     """Every member of the job's wheel under ``plan``, except RECORD: the variant folder
-    unchanged, the loader and (binary torch builds) the import guard beside it, and the
-    dist-info texts."""
+    unchanged, the loader and (binary torch builds) the import guard beside it, the
+    dist-info texts, and the SBOM (written last, from the digests of all the others)."""
     members = [Member(f.arcname, source=f.source, executable=f.source.suffix == ".so",
                       arriving=f.arriving) for f in job.files]
     guard = guard_member(job.variant, job.module, plan)
@@ -127,4 +128,23 @@ def job_members(job: WheelJob, plan: WheelPlan) -> list[Member]:
     }
     members += [Member(f"{plan.dist_info}/{name}", content=text.encode())
                 for name, text in texts.items()]
+    members.append(sbom_member(plan.dist_info, sbom_facts(job, plan)))
     return members
+
+
+def sbom_facts(job: WheelJob, plan: WheelPlan) -> SbomFacts:
+    record = job.provenance
+    return SbomFacts(
+        filename=plan.filename,
+        project=plan.project_name,
+        version=plan.version,
+        kernel_name=job.kernel_name,
+        kernel_version=job.version,
+        variant=job.variant.name,
+        source_url=record.get("source"),
+        commit=record.get("commit"),
+        release=record.get("release"),
+        license=job.described.license,
+        requirements=(plan.torch_requirement, *job.described.requirements),
+        metadata_json=record.get("metadata_json") or {},
+    )

@@ -4,6 +4,8 @@ Each member is read once: hashed (RECORD), checksummed and deflated in the same 
 (``zipwriter``; large members in blocks on every core, ``compression.block_deflate``), in
 constant memory whatever the size of a kernel's binaries. The
 hashes are returned, so the checks that follow need not read the wheel again.
+A *derived* member (the SBOM) is written after every other member, from the hashes
+the writer already computed: listing a multi-GB binary's digest costs no second read.
 Reproducible: members in the caller's order (sorted, dist-info last), one fixed
 timestamp, fixed permissions, a fixed compressor and level.
 """
@@ -19,7 +21,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -44,6 +46,8 @@ class Member:
     content: bytes | None = None  # ... or these bytes
     executable: bool = False
     arriving: Arrival | None = None  # ``source`` is still being downloaded
+    #: The content is made from the members written before it (written after all of them).
+    derive: Callable[[Sequence[WrittenMember]], bytes] | None = None
 
     @property
     def size(self) -> int:
@@ -72,6 +76,8 @@ class WrittenWheel:
     path: Path
     members: tuple[WrittenMember, ...]  # RECORD itself excluded
     record: str
+    #: The bytes of the derived members, by name (the checks read them from here).
+    derived: tuple[tuple[str, bytes], ...] = ()
 
 
 def zip_timestamp(epoch: int) -> tuple[int, int, int, int, int, int]:
@@ -118,14 +124,20 @@ def write_wheel(path: Path, members: Iterable[Member], dist_info: str, epoch: in
                 slots: compression.DeflateSlots | None = None) -> WrittenWheel:
     """Write ``members`` (then RECORD) to ``path``; ``dist_info`` members go last.
     ``slots``: how many deflate blocks the run lets compress at once."""
-    ordered = sorted(members, key=lambda m: (m.arcname.startswith(dist_info + "/"), m.arcname))
+    ordered = sorted(members, key=lambda m: (m.arcname.startswith(dist_info + "/"),
+                                             m.derive is not None, m.arcname))
     written: list[WrittenMember] = []
+    derived: list[tuple[str, bytes]] = []
     with path.open("wb") as stream, \
             ThreadPoolExecutor(max_workers=os.cpu_count() or 1,
                                thread_name_prefix="kernel-wheels-deflate") as pool:
         compress = compression.block_deflate(level, pool, slots=slots)
         zf = ZipWriter(stream, zip_timestamp(epoch))
         for member in ordered:
+            if member.derive is not None:
+                content = member.derive(tuple(written))
+                derived.append((member.arcname, content))
+                member = Member(member.arcname, content=content, executable=member.executable)
             digest = hashlib.sha256()
             size = member.size
             # A large file is read a deflate block at a time: each read is handed to the
@@ -145,7 +157,7 @@ def write_wheel(path: Path, members: Iterable[Member], dist_info: str, epoch: in
         zf.add(record_name, [record.encode()], mode=0o100644,
                compress=compress, crc32=compression.crc32, large=False)
         zf.close()
-    return WrittenWheel(path, tuple(written), record)
+    return WrittenWheel(path, tuple(written), record, tuple(derived))
 
 
 @contextmanager
