@@ -2,7 +2,7 @@
 
 Three steps, one module each: gather the facts (``facts``: read an existing wheel once,
 or take what the writer computed), dispatch each binary to the reader for its format,
-and judge (``contents``, ``digests``, ``sbom``, ``elf``, ``manylinux``, ``abi3``,
+and judge (``contents``, ``digests``, ``sbom``, ``variants``, ``elf``, ``manylinux``, ``abi3``,
 ``foreign``).
 Nothing here raises for a bad wheel: :func:`check_wheel` returns a :class:`CheckReport`.
 """
@@ -30,6 +30,7 @@ from .foreign import MACHO_MAGICS, check_macho, check_pe
 from .manylinux import manylinux_findings
 from .report import CheckReport, Finding, Status
 from .sbom import check_sbom
+from .variants import check_variant_json
 
 __all__ = ["CheckReport", "Finding", "Status", "check_wheel", "check_wheels", "check_written_wheel"]
 
@@ -117,6 +118,7 @@ def evaluate(facts: WheelFacts) -> CheckReport:
     findings += check_metadata_and_wheel(facts)
     findings += check_digests(facts)
     findings += check_sbom(facts)
+    findings += check_variant_json(facts)
     binary_findings, honest = _check_binaries(facts, tags)
     findings += binary_findings
     return CheckReport(facts.filename, tuple(findings), honest)

@@ -21,6 +21,7 @@ from pathlib import Path
 from abi3info import DATAS, FUNCTIONS
 from abi3info.models import PyVersion, Symbol
 
+from ..wheel.variant_label import split_variant_label
 from .elffile import ElfInfo
 from .report import Finding, Status
 
@@ -62,6 +63,12 @@ def check_abi3_with_abi3audit(wheel: Path) -> list[Finding]:
     a subprocess, since it has no public Python API)."""
     with tempfile.TemporaryDirectory(prefix="kernel-wheels-abi3-") as scratch:
         report = Path(scratch) / "report.json"
+        plain_name, label = split_variant_label(wheel.name)
+        if label is not None:
+            # abi3audit knows no variant labels (PEP 825 draft): it reads the same bytes
+            # under the file name without one.
+            (Path(scratch) / plain_name).symlink_to(wheel.resolve())
+            wheel = Path(scratch) / plain_name
         # Its cache and state go to a scratch folder: checks must not write elsewhere.
         env = {**os.environ, "XDG_CACHE_HOME": scratch, "XDG_STATE_HOME": scratch}
         proc = subprocess.run(

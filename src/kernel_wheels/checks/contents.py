@@ -10,13 +10,16 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from ..errors import MetadataError
 from ..wheel.metadata import validate_metadata
+from ..wheel.variant_label import split_variant_label
 from .facts import WheelFacts, is_binary_name
 from .report import Finding, Status
 
 
 @lru_cache(maxsize=64)  # each check asks again; an index checks thousands of wheels
 def parse_filename(filename: str) -> tuple[str, str, frozenset[Tag]]:
-    name, version, _build, tags = parse_wheel_filename(filename)
+    """Name, version and tags; a variant wheel's label (PEP 825 draft) is set aside
+    (``check_variant_json`` judges it)."""
+    name, version, _build, tags = parse_wheel_filename(split_variant_label(filename)[0])
     return str(name), str(version), tags
 
 

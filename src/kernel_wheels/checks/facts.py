@@ -23,13 +23,14 @@ from typing import Any
 
 from ..wheel.metadata import PROVENANCE_FILE
 from ..wheel.sbom import SBOM_FOLDER, SBOM_NAME
+from ..wheel.variant_label import VARIANT_JSON
 from ..wheel.writer import Member, WrittenWheel
 from .report import Finding, Status
 
 BINARY_SUFFIXES = (".so", ".dylib", ".dll", ".pyd")
 #: The dist-info texts the checks read, by their path inside the dist-info folder.
 SBOM_TEXT = f"{SBOM_FOLDER}/{SBOM_NAME}"
-_TEXTS = ("METADATA", "WHEEL", PROVENANCE_FILE, SBOM_TEXT)
+_TEXTS = ("METADATA", "WHEEL", PROVENANCE_FILE, SBOM_TEXT, VARIANT_JSON)
 _CHUNK = 1 << 20
 _MAX_TEXT = 16 << 20  # a METADATA or provenance record larger than this is not read
 _BINARY_IN_MEMORY = 16 << 20  # binaries up to this size are checked from memory

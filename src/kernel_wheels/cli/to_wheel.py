@@ -18,6 +18,7 @@ examples:
   kernel-wheels to-wheel ./img2gray-repo 1.1.2 --variant 'torch213-*-cpu-*'
   kernel-wheels to-wheel ./build-output 1.1.2 --dist-name acme-img2gray --json
   kernel-wheels to-wheel drbh/img2gray 1.1.2 --compression 1  # faster, larger wheels
+  kernel-wheels to-wheel drbh/img2gray 1.1.2 --variants      # plus variant wheels (draft PEP 825)
   kernel-wheels to-wheel --lock my-project -o wheels          # what kernels.lock pins, verified
   kernel-wheels to-wheel --lock kernels.lock --backend cpu -o wheels
 
@@ -67,6 +68,9 @@ def register(commands: Any) -> argparse.ArgumentParser:
                     help="write wheels without checking them (not recommended)")
     tw.add_argument("--compression", type=int, metavar="LEVEL",
                     help="deflate level: 1 (fastest) to 9 (smallest), 0 stores (default: 6)")
+    tw.add_argument("--variants", action="store_true",
+                    help="also write each build's variant wheel (PEP 825 draft: "
+                         "NAME-V-TAGS-LABEL.whl with .dist-info/variant.json; docs/variants.md)")
     tw.add_argument("-j", "--jobs", type=int, default=0,
                     help="wheels produced at once, in worker processes (default: one per CPU)")
     tw.add_argument("--json", action="store_true",
@@ -104,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
         check=not args.no_check,
         jobs=args.jobs,
         manylinux_auto=auto,
+        variants=args.variants,
         **({"compression": args.compression} if args.compression is not None else {}),
     )
     settings = network(args)

@@ -33,6 +33,7 @@ from ..wheel.metadata import (
 )
 from ..wheel.plan import TagOptions, WheelPlan, plan_wheel
 from ..wheel.sbom import SbomFacts, sbom_member
+from ..wheel.variant_label import VARIANT_JSON, VariantWheel, variant_json_text
 from ..wheel.writer import Member
 
 #: How a wheel is laid out inside (the provenance record says it; ``check`` reads both):
@@ -59,10 +60,13 @@ class WheelJob:
     manylinux_auto: bool
     #: Where the worker writes the wheel (a staging folder inside the output folder).
     staging: Path
+    #: Set for the build's variant wheel (``--variants``): its label and properties.
+    variant_wheel: VariantWheel | None = None
 
     def plan(self, tags: TagOptions | None = None) -> WheelPlan:
+        label = self.variant_wheel.label if self.variant_wheel else None
         return plan_wheel(self.variant, self.kernel_name, self.version, tags or self.tags,
-                          self.dist_name)
+                          self.dist_name, label)
 
 
 def summary(name: str, variant: Variant) -> str:
@@ -124,8 +128,11 @@ def job_members(job: WheelJob, plan: WheelPlan) -> list[Member]:
     texts = {
         "METADATA": metadata_text(plan, job.described),
         "WHEEL": wheel_text(plan),
-        PROVENANCE_FILE: provenance_text(record),
     }
+    if job.variant_wheel is not None:
+        record["variant_label"] = job.variant_wheel.label
+        texts[VARIANT_JSON] = variant_json_text({job.variant_wheel.label: job.variant_wheel.properties})
+    texts[PROVENANCE_FILE] = provenance_text(record)
     members += [Member(f"{plan.dist_info}/{name}", content=text.encode())
                 for name, text in texts.items()]
     members.append(sbom_member(plan.dist_info, sbom_facts(job, plan)))

@@ -32,6 +32,7 @@ from ..kernel.versions import RequestKind, VersionRequest, wheel_version
 from ..sources import FetchedVariant, KernelSource
 from ..wheel import compression
 from ..wheel.plan import TagOptions, check_distribution_name
+from ..wheel.variant_label import NoVariantWheel, variant_wheel
 from .assemble import WheelJob, describe, provenance
 from .output import OutputFolder
 from .produce import ProducedWheel, produce_wheel
@@ -60,6 +61,8 @@ class ConvertOptions:
     manylinux_auto: bool = False
     #: Deflate level, 0 (store) to 9 (compression.py says why 6 is the default).
     compression: int = compression.DEFAULT_LEVEL
+    #: Also write each build's variant wheel (PEP 825 draft; docs/variants.md).
+    variants: bool = False
 
     def __post_init__(self) -> None:
         if self.manylinux_auto and not self.check:
@@ -182,7 +185,7 @@ class _Conversion:
         self.epoch = zip_epoch(options, revision)
         self.identity = _Identity(source.name)
         self.arrived: dict[str, tuple[Variant, FetchedVariant, KernelMetadata]] = {}
-        self.planned: dict[str, tuple[tuple[str, str], Future[ProducedWheel]]] = {}
+        self.planned: dict[str, tuple[tuple[str, str], list[Future[ProducedWheel]]]] = {}
         self.reported: set[str] = set()
         self.filenames: dict[str, str] = {}  # wheel file name -> the variant planned as it
 
@@ -219,13 +222,26 @@ class _Conversion:
         for name in self.arrived:
             if name not in self.planned or self.planned[name][0] != final:
                 self._submit(name)
-        return [future.result() for _, future in
-                (self.planned[name] for name in sorted(self.planned))]
+        return [future.result() for name in sorted(self.planned)
+                for future in self.planned[name][1]]
 
     def _submit(self, name: str) -> None:
         variant, fetched, meta = self.arrived[name]
         identity = (self.identity.name, self.version())
         job = self._job(variant, fetched, meta, *identity)
+        jobs = [job]
+        if self.options.variants:
+            # CUDA capabilities are metadata.json's only where the build is a CUDA one.
+            archs = meta.archs if (meta.backend or variant.backend) == "cuda" else ()
+            found = variant_wheel(variant, archs)
+            if isinstance(found, NoVariantWheel):
+                if name_not_reported(self, name + "\0variant"):
+                    self.progress(f"build/{name}: no variant wheel: {found.reason}")
+            else:
+                jobs.append(replace(job, variant_wheel=found))
+        self.planned[name] = (identity, [self._start(name, each) for each in jobs])
+
+    def _start(self, name: str, job: WheelJob) -> Future[ProducedWheel]:
         # Two variants must never write one file (in the staging folder, then the output).
         filename = job.plan().filename
         if (first := self.filenames.setdefault(filename, name)) != name:
@@ -241,7 +257,7 @@ class _Conversion:
             # variant is read from are then stopped, not waited for.
         else:
             future = self.pool.submit(produce_wheel, job, self.cancel, self.slots)
-        self.planned[name] = (identity, future)
+        return future
 
     def _job(self, variant: Variant, fetched: FetchedVariant, meta: KernelMetadata,
              kernel_name: str, version: str) -> WheelJob:

@@ -49,6 +49,7 @@ from .sitepages import (
     write_roots,
 )
 from .sitestate import SiteState, StatKey, stat_key
+from .sitevariants import write_variants_files
 from .targets import parse_kernel_wheel, parse_target_key, targets_of
 from .wheelfacts import Inspection, WheelFacts, collect_wheels, inspect_wheel
 
@@ -321,7 +322,10 @@ def _build_locked(site: Path, wheel_paths: Sequence[Path], wanted_targets: set[s
 
         writer = PageWriter(staging, site)
         all_targets = state.targets | state.pending_targets | wanted_targets
-        listed = render_pages(site, facts, all_targets, state, state.pending_projects, writer)
+        # Variants files before the pages that link to them (docs/variants.md).
+        variant_entries = write_variants_files(files_dir, facts, staging)
+        listed = render_pages(site, facts, all_targets, state, state.pending_projects, writer,
+                              variant_entries)
         write_roots(site, listed, writer)
         remove_unlisted(site, listed)
         _remove_stale_metadata(files_dir, facts)

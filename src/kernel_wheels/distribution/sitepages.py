@@ -88,11 +88,13 @@ class PageWriter:
 
 
 def render_pages(site: Path, facts: dict[str, WheelFacts], all_targets: set[str],
-                 state: SiteState, touched: set[str], writer: PageWriter) -> dict[str, set[str]]:
+                 state: SiteState, touched: set[str], writer: PageWriter,
+                 root_extra: dict[str, list[simple.WheelEntry]] | None = None) -> dict[str, set[str]]:
     """Render the project pages that may have changed: those of ``touched`` projects
     (a wheel inspected or removed in this run, or in a killed run that left them
     pending) whose files really differ, all pages of new targets, and any page missing
-    on disk. Returns, per index, the projects it lists."""
+    on disk. Returns, per index, the projects it lists. ``root_extra``: more entries of a
+    project's root page (variant wheels and their ``-variants.json``, :mod:`.sitevariants`)."""
     by_project: dict[str, list[WheelFacts]] = {}
     for fact in facts.values():
         by_project.setdefault(fact.project, []).append(fact)
@@ -121,9 +123,10 @@ def render_pages(site: Path, facts: dict[str, WheelFacts], all_targets: set[str]
                 wheels = [w for f in project_facts if (w := parse_kernel_wheel(f.filename))]
             chosen = wheels if index == ROOT_INDEX else \
                 select_for_target(parsed_targets[index], wheels)
-            if not chosen:
+            extra = (root_extra or {}).get(project, []) if index == ROOT_INDEX else []
+            if not chosen and not extra:
                 continue
-            entries = _entries(chosen, facts, depth=2 if index == ROOT_INDEX else 3)
+            entries = _entries(chosen, facts, depth=2 if index == ROOT_INDEX else 3) + extra
             writer.page(index_path(site, index) / project,
                         simple.render_project_html(project, entries),
                         simple.render_project_json(project, entries),

@@ -21,6 +21,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from ..errors import IndexConflictError, UsageError
 from ..kernel.digest import file_sha256
+from ..wheel.variant_label import split_variant_label
 
 _CHUNK = 1 << 20
 _IN_MEMORY = 16 << 20  # smaller wheels are read once into memory
@@ -94,7 +95,7 @@ def read_facts(path: Path, copy_to: Path | None = None) -> tuple[WheelFacts, byt
 
 def _open_facts(path: Path, copy_to: Path | None) -> tuple[WheelFacts, bytes, zipfile.ZipFile]:
     """:func:`read_facts`, and the archive, still open, for the check to read."""
-    name, version, _, _ = parse_wheel_filename(path.name)
+    name, version, _, _ = parse_wheel_filename(split_variant_label(path.name)[0])
     sha256, size, archive = _read_and_copy(path, copy_to)
     try:
         members = [n for n in archive.namelist()

@@ -41,6 +41,9 @@ class WheelPlan:
     requires_python: str
     torch_requirement: str
     root_is_purelib: bool
+    #: A variant wheel's label (PEP 825 draft, ``wheel/variant_label.py``): the file name
+    #: ends in ``-<label>.whl`` and the version has no local label.
+    variant_label: str | None = None
 
     @property
     def tag_string(self) -> str:
@@ -50,7 +53,8 @@ class WheelPlan:
 
     @property
     def filename(self) -> str:
-        return f"{self.distribution}-{self.version}-{self.tag_string}.whl"
+        label = f"-{self.variant_label}" if self.variant_label else ""
+        return f"{self.distribution}-{self.version}-{self.tag_string}{label}.whl"
 
     @property
     def dist_info(self) -> str:
@@ -91,9 +95,11 @@ def check_distribution_name(name: str) -> str:
 
 
 def plan_wheel(variant: Variant, kernel_name: str, version: str, options: TagOptions,
-               dist_name: str | None = None) -> WheelPlan:
+               dist_name: str | None = None, variant_label: str | None = None) -> WheelPlan:
+    """``variant_label``: plan the build's variant wheel instead, whose version is the
+    release's alone (every build of a release shares it; the label tells them apart)."""
     project = check_distribution_name(dist_name or kernel_name)
-    label = variant.local_label
+    label = None if variant_label else variant.local_label
     full = Version(f"{version}+{label}" if label else version)
     if variant.noarch:
         tags: tuple[Tag, ...] = (Tag("py3", "none", "any"),)
@@ -108,4 +114,5 @@ def plan_wheel(variant: Variant, kernel_name: str, version: str, options: TagOpt
         requires_python=f">={options.python_version}",
         torch_requirement=torch_requirement(variant),
         root_is_purelib=variant.noarch,
+        variant_label=variant_label,
     )
