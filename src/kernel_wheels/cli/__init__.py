@@ -19,7 +19,7 @@ from ..errors import KernelWheelsError
 from .common import PROG, print_json_error, stderr
 
 # Command modules, in the order `kernel-wheels --help` lists them.
-COMMANDS = ("to_wheel", "check", "variants", "versions", "build", "index", "publish", "install",
+COMMANDS = ("to_wheel", "check", "variants", "versions", "build", "index", "yank", "publish", "install",
             "local_kernels", "serve")
 
 

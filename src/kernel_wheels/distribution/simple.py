@@ -17,6 +17,8 @@ from html import escape
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from ..wheel.variant_label import split_variant_label
+
 HTML_TYPE = "text/html"
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 #: Changes whenever the rendered bytes change, so that the static site re-renders.
@@ -47,16 +49,17 @@ class WheelEntry:
 
 
 @lru_cache(maxsize=1 << 16)
-def _version_of(filename: str) -> Version | None:
+def version_of(filename: str) -> Version | None:
+    """A wheel's version from its file name (a variant wheel's label set aside)."""
     try:
-        return parse_wheel_filename(filename)[1]
+        return parse_wheel_filename(split_variant_label(filename)[0])[1]
     except InvalidWheelFilename:
         return None
 
 
 def _sorted(entries: Iterable[WheelEntry]) -> list[WheelEntry]:
     def key(entry: WheelEntry) -> tuple[bool, Version, str]:
-        version = _version_of(entry.filename)
+        version = version_of(entry.filename)
         return (version is not None, version or Version("0"), entry.filename)
 
     return sorted(entries, key=key)
@@ -127,7 +130,7 @@ def render_project_json(project: str, entries: Iterable[WheelEntry]) -> str:
         "files": files,
     }
     if sized:
-        versions = {str(v) for e in ordered if (v := _version_of(e.filename)) is not None}
+        versions = {str(v) for e in ordered if (v := version_of(e.filename)) is not None}
         page["versions"] = sorted(versions, key=Version)
     return json.dumps(page, separators=(",", ":")) + "\n"
 

@@ -28,15 +28,18 @@ a folder of the site replaced by a link that leads out stops the run.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
 from ..confine import file_name, inside
-from ..errors import CheckFailedError, IndexConflictError
+from ..errors import CheckFailedError, IndexConflictError, UsageError
 from ..kernel.digest import file_sha256
+from ..wheel.variant_label import split_variant_label
 from .atomic import SiteLock, Staging
 from .sitepages import (
     FILES,
@@ -52,6 +55,7 @@ from .sitestate import SiteState, StatKey, stat_key
 from .sitevariants import write_variants_files
 from .targets import parse_kernel_wheel, parse_target_key, targets_of
 from .wheelfacts import Inspection, WheelFacts, collect_wheels, inspect_wheel
+from .yanks import YankChange, change_yank, load_yanks, release_of
 
 Progress = Callable[[str], None]
 
@@ -268,11 +272,13 @@ def _undo_folders(created: Sequence[Path], lock: Path) -> None:
 
 
 def build_site(site: Path, inputs: Sequence[Path], targets: Sequence[str] = (), *,
-               jobs: int = 0, progress: Progress | None = None) -> SiteResult:
+               jobs: int = 0, progress: Progress | None = None,
+               refresh: Iterable[str] = ()) -> SiteResult:
     """Add ``inputs`` (wheels or folders of wheels) to the static index at ``site`` and
     bring every page up to date. ``targets``: target keys to index beyond those of the
-    wheels' own builds. A run that is refused (a wheel fails its checks, a conflict)
-    leaves the site as it was, and no site folder behind where there was none."""
+    wheels' own builds; ``refresh``: projects whose pages to render again (a yank). A run
+    that is refused (a wheel fails its checks, a conflict) leaves the site as it was, and
+    no site folder behind where there was none."""
     wanted_targets = {parse_target_key(t).key for t in targets}
     wheel_paths = collect_wheels(inputs)
     for path in wheel_paths:
@@ -283,7 +289,8 @@ def build_site(site: Path, inputs: Sequence[Path], targets: Sequence[str] = (), 
     lock_path = inside(site, f"{STATE_DIR}/lock", "the site's lock")
     with SiteLock(lock_path, on_wait=progress):
         try:
-            return _build_locked(site, wheel_paths, wanted_targets, jobs, progress, created)
+            return _build_locked(site, wheel_paths, wanted_targets, jobs, progress, created,
+                                 set(refresh))
         except BaseException:
             if not (state_dir / "state.json").exists():  # nothing of this run was kept
                 _undo_folders(created, lock_path)
@@ -291,7 +298,7 @@ def build_site(site: Path, inputs: Sequence[Path], targets: Sequence[str] = (), 
 
 
 def _build_locked(site: Path, wheel_paths: Sequence[Path], wanted_targets: set[str], jobs: int,
-                  progress: Progress | None, created: list[Path]) -> SiteResult:
+                  progress: Progress | None, created: list[Path], refresh: set[str]) -> SiteResult:
     say = progress or (lambda _message: None)
     files_dir, state_dir = site / FILES, site / STATE_DIR
     with Staging(state_dir / "staging") as staging:
@@ -308,7 +315,7 @@ def _build_locked(site: Path, wheel_paths: Sequence[Path], wanted_targets: set[s
                                + [_Job(p, incoming, False) for p in unknown], jobs, state, say)
         # Files and metadata first: no page may point at a file that is not there.
         # What this run changes, added to what a killed run left pending.
-        state.pending_projects |= _place(site, inspections, incoming, facts, state)
+        state.pending_projects |= _place(site, inspections, incoming, facts, state) | set(refresh)
         # Targets never go away, so only the wheels inspected now can add one.
         state.pending_targets |= targets_of(
             w for i in inspections if (w := parse_kernel_wheel(i.path.name)))
@@ -325,7 +332,7 @@ def _build_locked(site: Path, wheel_paths: Sequence[Path], wanted_targets: set[s
         # Variants files before the pages that link to them (docs/variants.md).
         variant_entries = write_variants_files(files_dir, facts, staging)
         listed = render_pages(site, facts, all_targets, state, state.pending_projects, writer,
-                              variant_entries)
+                              variant_entries, load_yanks(state_dir))
         write_roots(site, listed, writer)
         remove_unlisted(site, listed)
         _remove_stale_metadata(files_dir, facts)
@@ -348,3 +355,25 @@ def _remove_stale_metadata(files_dir: Path, facts: dict[str, WheelFacts]) -> Non
                  if e.name.endswith(".whl.metadata") and e.name[: -len(".metadata")] not in facts]
     for path in stale:
         Path(path).unlink(missing_ok=True)
+
+
+def yank_release(site: Path, name: str, version: str, *, reason: str = "", undo: bool = False,
+                 progress: Progress | None = None) -> tuple[YankChange, SiteResult]:
+    """Yank (``undo``: un-yank) a release of a static site and render its pages again."""
+    files_dir = site / FILES
+    if not files_dir.is_dir():
+        raise UsageError(f"{site} is not a kernel-wheels site (no {FILES}/ folder)")
+
+    def releases(project: str) -> set[str]:
+        found = set()
+        for path in files_dir.glob("*.whl"):
+            try:
+                wheel_name, wheel_version, _, _ = parse_wheel_filename(split_variant_label(path.name)[0])
+            except InvalidWheelFilename:
+                continue
+            if wheel_name == project and (release := release_of(str(wheel_version))) is not None:
+                found.add(release)
+        return found
+
+    change = change_yank(site / STATE_DIR, releases, name, version, reason=reason, undo=undo)
+    return change, build_site(site, [], progress=progress, refresh=[change.project])

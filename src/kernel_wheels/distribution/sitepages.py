@@ -11,7 +11,8 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from html import escape
 from pathlib import Path
 from urllib.parse import quote
@@ -35,9 +36,23 @@ def index_path(site: Path, index: str) -> Path:
     return site / index / SIMPLE if index else site / SIMPLE
 
 
-def _fingerprint(facts: Iterable[WheelFacts]) -> str:
+def _fingerprint(facts: Iterable[WheelFacts], yanked: Mapping[str, str]) -> str:
+    """Changes when the project's files or its yanks change."""
     text = "\n".join(sorted(f"{f.filename} {f.sha256}" for f in facts))
+    text += "".join(f"\nyanked {version} {reason}" for version, reason in sorted(yanked.items()))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _with_yanks(entries: list[simple.WheelEntry], yanked: Mapping[str, str]) -> list[simple.WheelEntry]:
+    """Entries of a yanked release carry its reason (PEP 592)."""
+    if not yanked:
+        return entries
+    marked = []
+    for entry in entries:
+        version = simple.version_of(entry.filename)
+        reason = yanked.get(version.public) if version is not None else None
+        marked.append(replace(entry, yanked=reason) if reason is not None else entry)
+    return marked
 
 
 def _entries(wheels: Iterable[KernelWheel], facts: dict[str, WheelFacts],
@@ -89,12 +104,14 @@ class PageWriter:
 
 def render_pages(site: Path, facts: dict[str, WheelFacts], all_targets: set[str],
                  state: SiteState, touched: set[str], writer: PageWriter,
-                 root_extra: dict[str, list[simple.WheelEntry]] | None = None) -> dict[str, set[str]]:
+                 root_extra: dict[str, list[simple.WheelEntry]] | None = None,
+                 yanks: Mapping[tuple[str, str], str] | None = None) -> dict[str, set[str]]:
     """Render the project pages that may have changed: those of ``touched`` projects
     (a wheel inspected or removed in this run, or in a killed run that left them
     pending) whose files really differ, all pages of new targets, and any page missing
     on disk. Returns, per index, the projects it lists. ``root_extra``: more entries of a
-    project's root page (variant wheels and their ``-variants.json``, :mod:`.sitevariants`)."""
+    project's root page (variant wheels and their ``-variants.json``, :mod:`.sitevariants`);
+    ``yanks``: (project, release) -> reason (:mod:`.yanks`)."""
     by_project: dict[str, list[WheelFacts]] = {}
     for fact in facts.values():
         by_project.setdefault(fact.project, []).append(fact)
@@ -106,7 +123,9 @@ def render_pages(site: Path, facts: dict[str, WheelFacts], all_targets: set[str]
     listed: dict[str, set[str]] = {index: set() for index in indexes_in_order}
     for project, project_facts in sorted(by_project.items()):
         record = state.projects.get(project)
-        fingerprint = _fingerprint(project_facts) \
+        yanked = {version: reason for (name, version), reason in (yanks or {}).items()
+                  if name == project}
+        fingerprint = _fingerprint(project_facts, yanked) \
             if rerender_all or record is None or project in touched else record.fingerprint
         dirty = rerender_all or record is None or record.fingerprint != fingerprint
         indexes: list[str] = []
@@ -126,7 +145,8 @@ def render_pages(site: Path, facts: dict[str, WheelFacts], all_targets: set[str]
             extra = (root_extra or {}).get(project, []) if index == ROOT_INDEX else []
             if not chosen and not extra:
                 continue
-            entries = _entries(chosen, facts, depth=2 if index == ROOT_INDEX else 3) + extra
+            entries = _with_yanks(_entries(chosen, facts, depth=2 if index == ROOT_INDEX else 3) + extra,
+                                  yanked)
             writer.page(index_path(site, index) / project,
                         simple.render_project_html(project, entries),
                         simple.render_project_json(project, entries),
