@@ -285,13 +285,16 @@ def with_fields(frame: Frame, changes: dict[str, int | Callable[[Field], int]]) 
 # -- wheels ------------------------------------------------------------------------------
 class WheelTemplate:
     """A wheel whose extension module can be swapped for another binary: every member
-    kept, RECORD updated, so that only the binary can fail ``check``."""
+    kept, its SBOM and RECORD updated, so that only the binary can fail ``check``."""
 
     def __init__(self, wheel: Path) -> None:
         with zipfile.ZipFile(wheel) as zf:
             self.members = [(info, zf.read(info)) for info in zf.infolist()]
         self.binary = next(i.filename for i, _ in self.members if i.filename.endswith(".so"))
         self.record = next(i.filename for i, _ in self.members if i.filename.endswith(".dist-info/RECORD"))
+        self.sbom = next(i.filename for i, _ in self.members if i.filename.endswith(".cdx.json"))
+        original = next(content for info, content in self.members if info.filename == self.binary)
+        self.binary_sha256 = hashlib.sha256(original).hexdigest()
         self.name = wheel.name
 
     def named(self, build: int) -> str:
@@ -300,16 +303,21 @@ class WheelTemplate:
         return f"{name}-{version}-{build}-{rest}"
 
     def write(self, binary: bytes, path: Path) -> None:
-        digest = urlsafe_b64encode(hashlib.sha256(binary).digest()).rstrip(b"=").decode()
+        new_sha256 = hashlib.sha256(binary)
+        sbom = next(content for info, content in self.members if info.filename == self.sbom)
+        sbom = sbom.replace(self.binary_sha256.encode(), new_sha256.hexdigest().encode())
+        replaced = {self.binary: binary, self.sbom: sbom}
         with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
             for info, content in self.members:
-                if info.filename == self.binary:
-                    content = binary
+                if info.filename in replaced:
+                    content = replaced[info.filename]
                 elif info.filename == self.record:
                     rows = list(csv.reader(io.StringIO(content.decode())))
                     for row in rows:
-                        if row and row[0] == self.binary:
-                            row[1:3] = [f"sha256={digest}", str(len(binary))]
+                        if row and row[0] in replaced:
+                            data = replaced[row[0]]
+                            digest = urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+                            row[1:3] = [f"sha256={digest}", str(len(data))]
                     buffer = io.StringIO()
                     csv.writer(buffer, lineterminator="\n").writerows(rows)
                     content = buffer.getvalue().encode()
