@@ -212,23 +212,35 @@ def read_environment(python: Path | None = None, timeout: float = 120) -> Enviro
         # runs in that folder so that nothing in the user's working folder shadows torch.
         shutil.copytree(Path(packaging.__file__).parent, Path(scratch) / "packaging",
                         ignore=shutil.ignore_patterns("__pycache__"))
-        env = {**os.environ, "KERNEL_WHEELS_PROBE_PATH": scratch, "PYTHONWARNINGS": "ignore"}
-        try:
-            proc = subprocess.run([str(python), "-c", PROBE], capture_output=True, text=True,
-                                  cwd=scratch, env=env, timeout=timeout)
-        except OSError as exc:
-            raise EnvironmentProbeError(f"cannot run {python}: {exc.strerror or exc}") from None
-        except subprocess.TimeoutExpired:
-            raise EnvironmentProbeError(f"{python} did not answer within {timeout:.0f} s") from None
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise EnvironmentProbeError(f"cannot inspect the Python at {python}: {last}")
+        facts = run_probe(python, PROBE, "inspect the Python at", timeout, cwd=Path(scratch),
+                          env={"KERNEL_WHEELS_PROBE_PATH": scratch})
     try:
-        return environment_from_facts(json.loads(lines[-1]))
+        return environment_from_facts(facts)
     except (ValueError, KeyError) as exc:
         raise EnvironmentProbeError(f"unexpected answer from the Python at {python}: {exc}") \
             from None
+
+
+def run_probe(python: Path, code: str, doing: str, timeout: float, *, cwd: Path | None = None,
+              env: dict[str, str] | None = None) -> Any:
+    """Run ``code`` in ``python`` and parse the JSON on its last line of output; every
+    failure is one :class:`EnvironmentProbeError` saying it could not ``doing`` it."""
+    try:
+        proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True, cwd=cwd,
+                              env={**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})},
+                              timeout=timeout)
+    except OSError as exc:
+        raise EnvironmentProbeError(f"cannot run {python}: {exc.strerror or exc}") from None
+    except subprocess.TimeoutExpired:
+        raise EnvironmentProbeError(f"{python} did not answer within {timeout:.0f} s") from None
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise EnvironmentProbeError(f"cannot {doing} {python}: {last}")
+    try:
+        return json.loads(lines[-1])
+    except ValueError:
+        raise EnvironmentProbeError(f"unexpected answer from the Python at {python}") from None
 
 
 def running_target_key() -> str | None:

@@ -13,16 +13,13 @@ subprocess, so kernel-wheels need not be installed there.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import EnvironmentProbeError
-from .environment import default_python
+from .environment import default_python, run_probe
 
 #: What the target Python runs: every distribution whose dist-info holds a provenance
 #: record, with that record and where its files are.
@@ -84,21 +81,9 @@ def installed_kernels(python: Path | None = None, timeout: float = 120) -> list[
     """The kernel wheels installed in ``python`` (default: the activated venv's, else the
     one running kernel-wheels), sorted by distribution name."""
     python = python or default_python()
-    try:
-        proc = subprocess.run([str(python), "-c", PROBE], capture_output=True, text=True,
-                              timeout=timeout, env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    except OSError as exc:
-        raise EnvironmentProbeError(f"cannot run {python}: {exc.strerror or exc}") from None
-    except subprocess.TimeoutExpired:
-        raise EnvironmentProbeError(f"{python} did not answer within {timeout:.0f} s") from None
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise EnvironmentProbeError(f"cannot list what {python} has installed: {last}")
-    try:
-        rows = json.loads(lines[-1])
-    except ValueError:
-        raise EnvironmentProbeError(f"unexpected answer from {python}") from None
+    rows = run_probe(python, PROBE, "list what is installed in", timeout)
+    if not isinstance(rows, list):
+        raise EnvironmentProbeError(f"unexpected answer from the Python at {python}")
     kernels = [kernel for row in rows if (kernel := _kernel(row)) is not None]
     return sorted(kernels, key=lambda kernel: kernel.distribution)
 
