@@ -14,12 +14,37 @@ def stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def print_json_error(args: argparse.Namespace, kind: str, message: str, exit_code: int) -> None:
+def print_json_error(args: argparse.Namespace, kind: str, message: str, exit_code: int,
+                     details: dict[str, Any] | None = None) -> None:
     """With --json, a failure is a JSON object on stdout too, so scripts never parse
-    an empty output."""
+    an empty output; ``details`` (what the command found before it failed) go into the
+    same document: one document per run, success or failure."""
     if getattr(args, "json", False):
-        print(json.dumps({"error": {"type": kind, "message": message, "exit_code": exit_code}},
+        print(json.dumps({**(details or {}),
+                          "error": {"type": kind, "message": message, "exit_code": exit_code}},
                          indent=2))
+
+
+def positive_int(text: str) -> int:
+    """-j/--jobs: 1 or more (left out: one per CPU); 0 or less is a usage error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: give 1 or more (leave it out for one per CPU)")
+    return value
+
+
+def add_output(parser: argparse.ArgumentParser) -> None:
+    """-q/-v and --progress-bar, as pip has them, on every command."""
+    group = parser.add_argument_group("output")
+    group.add_argument("-q", "--quiet", action="count", default=0,
+                       help="less output: -q warnings and errors only, -qq errors only")
+    group.add_argument("-v", "--verbose", action="count", default=0,
+                       help="more output (details of each step)")
+    group.add_argument("--progress-bar", choices=("auto", "on", "off"), default="auto",
+                       help="progress bars on stderr: auto (on a terminal, the default), on, off")
 
 
 def add_filters(parser: argparse.ArgumentParser) -> None:

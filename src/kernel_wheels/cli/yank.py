@@ -7,8 +7,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .common import stderr
-
 EPILOG = """\
 examples:
   kernel-wheels yank site img2gray 1.1.2 --reason "wrong results on sm_80"
@@ -40,12 +38,12 @@ def run(args: argparse.Namespace) -> int:
     from ..distribution.site import yank_release
 
     change, result = yank_release(args.site, args.name, args.version, reason=args.reason,
-                                  undo=args.undo, progress=stderr)
+                                  undo=args.undo, progress=args.progress)
     state = "yanked" if change.yanked else "not yanked"
     if not change.changed:
-        stderr(f"{change.project} {change.version} already was {state}")
+        args.progress(f"{change.project} {change.version} already was {state}")
     else:
-        stderr(f"{change.project} {change.version} is now {state}"
+        args.progress(f"{change.project} {change.version} is now {state}"
                + (f" ({change.reason})" if change.yanked and change.reason else ""))
     if args.json:
         print(json.dumps({"project": change.project, "version": change.version,
