@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .common import positive_int
+from .common import positive_int, writable_folder
 
 
 def register(commands: Any) -> argparse.ArgumentParser:
@@ -46,6 +46,7 @@ def register(commands: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    writable_folder(args.output_dir, "-o")  # before any work (a build takes minutes)
     from ..building.pipeline import BuildOptions, build
     from ..errors import BuildError, UsageError
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 PROG = "kernel-wheels"
@@ -23,6 +25,27 @@ def print_json_error(args: argparse.Namespace, kind: str, message: str, exit_cod
         print(json.dumps({**(details or {}),
                           "error": {"type": kind, "message": message, "exit_code": exit_code}},
                          indent=2))
+
+
+def writable_folder(path: Path, option: str) -> None:
+    """``-o`` checked before any work: a folder (or one that can be made) that can be
+    written to. One line, never the OS's raw error."""
+    from ..errors import UsageError
+
+    existing = path
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        where = "is a file" if existing == path else f"cannot be made: {existing} is a file"
+        raise UsageError(f"{option} {path} {where}, not a folder; give a folder")
+    try:
+        read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    if read_only or not os.access(existing, os.W_OK | os.X_OK):
+        why = "a read-only file system" if read_only else "permission denied"
+        raise UsageError(f"{option} {path}: cannot write there ({why}); give a folder you "
+                         "can write to")
 
 
 def positive_int(text: str) -> int:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .common import positive_int
+from .common import positive_int, writable_folder
 
 EPILOG = """\
 examples:
@@ -49,6 +49,7 @@ def register(commands: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    writable_folder(args.output, "-o")  # before any work (a build takes minutes)
     from ..distribution.site import build_site
 
     result = build_site(args.output, args.inputs, args.target, jobs=args.jobs, progress=args.progress)

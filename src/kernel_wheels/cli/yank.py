@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .common import writable_folder
+
 EPILOG = """\
 examples:
   kernel-wheels yank site img2gray 1.1.2 --reason "wrong results on sm_80"
@@ -35,6 +37,7 @@ def register(commands: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    writable_folder(args.site, "SITE")  # before any work (a build takes minutes)
     from ..distribution.site import yank_release
 
     change, result = yank_release(args.site, args.name, args.version, reason=args.reason,

@@ -275,7 +275,9 @@ class _Conversion:
             kernel_name=kernel_name,
             version=version,
             tags=self.options.tags,
-            dist_name=self.options.dist_name,
+            # A Hub repository's wheels carry its name (serve lists them so): the same
+            # file names and bytes from to-wheel and serve; --dist-name overrides both.
+            dist_name=self.options.dist_name or getattr(self.source, "distribution", None),
             described=describe(kernel_name, variant, meta, self.card, self.revision, warn),
             provenance=provenance(self.revision, variant, layout, meta),
             files=layout.files,

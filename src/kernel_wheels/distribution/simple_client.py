@@ -198,7 +198,10 @@ class SimpleClient:
         return f"{self._base}{canonicalize_name(project)}/"
 
     def answers(self) -> bool:
-        """Whether the index URL itself answers 200 (is a Simple API root)."""
+        """Whether the index URL itself answers 200 (is a Simple API root); for a
+        ``file://`` index, whether its folder has an index.html."""
+        if self._base.startswith("file:"):
+            return (Path(url2pathname(urlsplit(self._base).path)) / "index.html").is_file()
         return self._http.page(self._base).found
 
     def project_files(self, project: str) -> list[IndexFile] | None:

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+from packaging.utils import canonicalize_name
+
 from ..cache import read_commit_time, write_commit_time
 from ..confine import commit_id, shown
 from ..errors import (
@@ -168,6 +170,10 @@ class HubSource:
         self.progress = as_progress(progress)
         self.repo_id = repo_id
         self.name = repo_id.split("/")[-1]
+        #: The distribution name of its wheels: the repository's (as the removed `kernels
+        #: to-wheel` named them, and as `serve` lists them before any metadata.json is
+        #: read), whatever metadata.json calls the kernel; the import name is the kernel's.
+        self.distribution: str | None = canonicalize_name(self.name)
         self.endpoint = constants.ENDPOINT
         _check_endpoint(self.endpoint)
         #: How messages name the endpoint: HF_ENDPOINT may carry a user and password.
