@@ -48,10 +48,8 @@ def register(commands: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     writable_folder(args.output_dir, "-o")  # before any work (a build takes minutes)
     from ..building.pipeline import BuildOptions, build
-    from ..errors import BuildError, UsageError
+    from ..errors import BuildError
 
-    if args.jobs < 0:
-        raise UsageError("-j/--jobs must be a positive number")
     options = BuildOptions(tuple(args.backend), args.jobs or None, tuple(args.arch),
                            manylinux=not args.no_manylinux, target_arch=args.target_arch)
     report = build(args.source_dir, args.output_dir, options, log=args.progress)

@@ -65,8 +65,9 @@ class TerminalProgress:
             return SILENT_TASK
         from tqdm import tqdm
 
+        # Left on the screen when done, as pip's are: the size and the rate it ran at.
         bar = tqdm(total=total, desc=description, unit=unit, unit_scale=unit == "B",
-                   unit_divisor=1024 if unit == "B" else 1000, file=self._stream, leave=False,
+                   unit_divisor=1024 if unit == "B" else 1000, file=self._stream, leave=True,
                    dynamic_ncols=True, mininterval=0.2)
         return _Bar(bar, self._lock)
 

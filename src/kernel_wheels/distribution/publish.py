@@ -76,22 +76,35 @@ def simple_api_candidates(upload_url: str) -> list[str]:
 def find_simple_api(repository: Repository, timeout: float = DEFAULT_TIMEOUT,
                     tls: Tls | None = None) -> str:
     tried: list[str] = []
-    candidates = simple_api_candidates(repository.upload_url)
-    for candidate in candidates:
+    for candidate in simple_api_candidates(repository.upload_url):
         with SimpleClient(candidate, repository.login, timeout, tls) as client:
             if client.answers():
-                if candidate == candidates[-1] and len(candidates) > 1:
-                    # The server's root answers, the upload URL's own index does not: on
-                    # devpi, an index that was never created (devpi answers 404 for it).
-                    raise IndexServerError(
-                        f"{repository.display}: the server answers, but there is no index at "
-                        f"this URL (tried {', '.join(tried)}); create it (devpi: devpi index "
-                        "-c USER/INDEX) or check the URL's USER/INDEX part")
                 return candidate
             tried.append(client.display)
+    if _server_answers(repository, timeout, tls):
+        # The server is there, the index is not: on devpi, an index never created
+        # (devpi answers 404 for it).
+        raise IndexServerError(
+            f"{repository.display}: the server answers, but there is no index at this URL "
+            f"(tried {', '.join(tried)}); create it (devpi: devpi index -c USER/INDEX) or "
+            "check the URL's path; a server whose Simple API is elsewhere: --index-url")
     raise IndexServerError(f"cannot find the Simple API of {repository.display} (tried "
                            f"{', '.join(tried)}): is the server up and the URL right? For a "
                            "server with its Simple API elsewhere, give it with --index-url")
+
+
+def _server_answers(repository: Repository, timeout: float, tls: Tls | None) -> bool:
+    """Whether anything answers HTTP at the upload URL's origin."""
+    parts = urlsplit(repository.upload_url)
+    root = urlunsplit((parts.scheme, parts.netloc, "/", "", ""))
+    with IndexHttp(None, Pace(timeout), tls=tls) as http:
+        try:
+            http.page(root)  # any page, a 404 or a redirect: an HTTP server is there
+        except IndexAuthenticationError:
+            return True  # it asks for credentials: there too
+        except IndexServerError:  # refused, unreachable, or a server error
+            return False
+    return True
 
 
 def upload_fields(inspection: Inspection) -> dict[str, Any]:
