@@ -485,6 +485,39 @@ def test_output_is_checked_before_any_work(wheels: Path, tmp_path: Path) -> None
     assert to_wheel.returncode != 0 and "is a file, not a folder" in one_error_line(to_wheel)
 
 
+def test_a_read_only_site_is_one_line_before_any_work(wheels: Path, site: Path, tmp_path: Path) -> None:
+    """index -o and yank on a read-only file system (a bind mount in a private mount
+    namespace: unshare -m), and build -o: one line each, no OS error text."""
+    copy = tmp_path / "site"
+    shutil.copytree(site, copy)
+    commands = [kw("index", wheels, "-o", copy), kw("yank", copy, "img2gray", "1.1.2"),
+                kw("build", SAMPLE, "-o", copy / "out")]
+    script = f"mount --bind -o ro {copy} {copy}" + "".join(
+        f" ; {' '.join(map(str, command))}; echo rc=$?" for command in commands)
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.stdout.split() == ["rc=2"] * 3, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"kernel-wheels: error: -o {copy}: cannot write there (a read-only file system); give a folder you can "
+        "write to",
+        f"kernel-wheels: error: SITE {copy}: cannot write there (a read-only file system); give a folder you can "
+        "write to",
+        f"kernel-wheels: error: -o {copy / 'out'}: cannot write there (a read-only file system); give a folder "
+        "you can write to"]
+
+
+def test_install_certificates_are_passed_on_and_checked(base_url: str, venv: Path, tmp_path: Path) -> None:
+    bundle = tmp_path / "ca.pem"
+    shutil.copy("/etc/ssl/certs/ca-certificates.crt", bundle)
+    decision = json.loads(run_cli("install", "img2gray", "-i", f"{base_url}simple/", "--python", venv,
+                                  "--dry-run", "--json", "--cert", bundle, env=installer_env()).stdout)
+    assert f"PIP_CERT={bundle}" in decision["index_env"]
+    missing = run_cli("install", "img2gray", "-i", "https://127.0.0.1:9/simple/", "--python", venv,
+                      "--client-cert", tmp_path / "none.pem", env=installer_env(), check=False)
+    assert missing.returncode == 2
+    assert one_error_line(missing).startswith("kernel-wheels: error: --client-cert: cannot use the "
+                                              "certificate file: No such file or directory")
+
+
 def test_index_urls_that_are_not_a_simple_api_say_so(base_url: str, site: Path, venv: Path) -> None:
     root = run_cli("install", "img2gray", "-i", base_url, "--python", venv, "--dry-run",
                    env=installer_env(), check=False)
