@@ -31,7 +31,10 @@ class _Parser(argparse.ArgumentParser):
     json_errors = False
 
     def error(self, message: str) -> NoReturn:
-        print_json_error(argparse.Namespace(json=_Parser.json_errors), "UsageError", message, 2)
+        try:
+            print_json_error(argparse.Namespace(json=_Parser.json_errors), "UsageError", message, 2)
+        except BrokenPipeError:
+            _pipe_closed()  # no reader for the JSON: the usage still goes to stderr
         super().error(message)
 
 
@@ -71,6 +74,15 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
+        return code
+    except BrokenPipeError:  # also from an error's JSON document or argparse's usage
+        return _pipe_closed()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (cli/completion.py)
         import argcomplete
@@ -83,11 +95,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.progress = from_args(args)
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        code = int(args.handler(args))
-        sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
-        return code
+        return int(args.handler(args))
     except BrokenPipeError:
-        return _pipe_closed()
+        raise  # to main: not an OSError of the command's
     except EOFError:
         # End of input (Ctrl-D) at a prompt: the question had no answer.
         stderr(f"{PROG}: error: no answer at the prompt (end of input)")

@@ -257,13 +257,20 @@ class Tls:
             return True
         try:
             context = ssl.create_default_context(cafile=self.cert)
-            if self.client_cert is not None:
-                context.load_cert_chain(self.client_cert)
         except (OSError, ssl.SSLError) as exc:
-            which = "--client-cert" if self.client_cert and self.cert is None else "--cert/--client-cert"
-            raise UsageError(f"{which}: cannot use the certificate file: "
-                             f"{getattr(exc, 'strerror', None) or exc}") from None
+            raise UsageError(f"--cert {self.cert}: cannot use it as a CA bundle: "
+                             f"{_why(exc)}") from None
+        if self.client_cert is not None:
+            try:
+                context.load_cert_chain(self.client_cert)
+            except (OSError, ssl.SSLError) as exc:
+                raise UsageError(f"--client-cert {self.client_cert}: cannot use it (one PEM file "
+                                 f"with the key and the certificate): {_why(exc)}") from None
         return context
+
+
+def _why(exc: OSError | ssl.SSLError) -> str:
+    return str(exc.strerror or exc) if isinstance(exc, OSError) else str(exc)
 
 
 def _paced_transport(pace: Pace, proxy: str | None, tls: Tls | None = None) -> httpx2.HTTPTransport:
