@@ -187,9 +187,10 @@ def test_quiet_verbose_and_files_left_out(cpu_build: Path, tmp_path: Path) -> No
 def test_install_takes_pip_index_url_and_is_an_index_install(base_url: str, venv: Path) -> None:
     """No --index-url: PIP_INDEX_URL says where. pip freeze then shows name==version,
     as for any install from an index (no direct URL)."""
-    proc = run_cli("install", "img2gray", "--python", venv,
+    proc = run_cli("install", "img2gray", "--python", venv, "-v",
                    env=installer_env(PIP_INDEX_URL=f"{base_url}simple/"))
     assert proc.stdout.splitlines()[0] == f"chose {CPU_WHEEL}"
+    assert "index from PIP_INDEX_URL" in proc.stderr.splitlines()  # -v: where the index came from
     freeze = subprocess.run([str(venv), "-m", "pip", "freeze"], capture_output=True, text=True,
                             env=pip_env()).stdout.splitlines()
     assert "img2gray==1.1.2+torch213cpucxx11" in freeze, freeze

@@ -428,6 +428,7 @@ def install(requirement_text: str, settings: IndexSettings, *, python: Path | No
     say(f"environment: {environment.describe()} ({environment.python})")
     if environment.target is None:
         raise EnvironmentProbeError(_no_torch(environment))
+    say.detail(f"index from {settings.index_origin}")
     places = _open_places(settings, timeout)
     secrets = tuple(s for place in places for s in place.secrets)
     try:
