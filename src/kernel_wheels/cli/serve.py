@@ -88,7 +88,8 @@ def _require_server_stack() -> None:
     missing = [name for name in ("starlette", "uvicorn") if importlib.util.find_spec(name) is None]
     if missing:
         raise UsageError(f"kernel-wheels serve needs {' and '.join(missing)}: install the "
-                         "serve extra, e.g. pip install -e '.[serve]' in a clone (README: Install)")
+                         "serve extra: pip install 'kernel-wheels[serve] @ git+<repository URL>', "
+                         "or pip install '.[serve]' in a clone (README: Install)")
 
 
 def run(args: argparse.Namespace) -> int:
