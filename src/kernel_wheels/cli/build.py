@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         print(result.path)
     counts = {s: sum(r.status == s for r in report.results) for s in ("built", "skipped", "failed")}
     args.progress(f"{report.kernel}: {counts['built']} built, {counts['skipped']} skipped, "
-           f"{counts['failed']} failed")
+                  f"{counts['failed']} failed")
     if report.failed:
         if len(report.failed) == 1 and not report.built:
             raise BuildError(report.failed[0].message)

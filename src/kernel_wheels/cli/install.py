@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         raise error
     if args.json:
         print(json.dumps(document, indent=2))
-    if not args.json:
+    else:
         print(f"chose {choice.chosen.file.filename}")
         for line in choice.why:
             print(f"  why: {line}")
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  rejected {decision.file.filename}: {decision.rejected}")
     if result.installed:
         args.progress(f"installed {choice.chosen.file.filename}; torch {environment.torch_version} "
-               "unchanged")
+                      "unchanged")
     else:
         args.progress("dry run: would run " + " ".join((*result.index_env, *result.command)))
     return 0

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     for kernel in kernels:
         if kernel.repo_id is None:
             args.progress(f"{kernel.distribution} {kernel.version} was not converted from the Hub: "
-                   "it has no repository id to map")
+                          "it has no repository id to map")
         elif ":" in str(kernel.path) or "=" in kernel.repo_id:
             raise UsageError(f"{kernel.path} holds ':', which LOCAL_KERNELS cannot carry")
     value = local_kernels_value(kernels)

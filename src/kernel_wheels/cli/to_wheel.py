@@ -114,14 +114,14 @@ def run(args: argparse.Namespace) -> int:
     settings = network(args)
     if args.no_check:
         args.progress("warning: --no-check: wheels are written WITHOUT checking that they are "
-               "what their names claim")
+                      "what their names claim")
     if args.lock is not None:
         return _run_locked(args, options, settings)
     assert request is not None
     source = open_source(args.source, repo_type=args.repo_type, network=settings, progress=args.progress)
     result = to_wheels(source, request, options, progress=args.progress)
     args.progress(f"done: {len(result.wheels)} wheels of {result.source} {result.version} "
-           f"in {args.output_dir} ({_statuses(result.wheels)})")
+                  f"in {args.output_dir} ({_statuses(result.wheels)})")
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     return 0
@@ -135,7 +135,7 @@ def _run_locked(args: argparse.Namespace, options: Any, settings: Any) -> int:
     args.progress(lock.describe())
     done = convert_locked(lock, options, network=settings, repo_type=args.repo_type, progress=args.progress)
     args.progress(f"done: {len(done.wheels)} wheels of {len(done.results)} locked kernel(s) in "
-           f"{args.output_dir} ({_statuses(done.wheels)})")
+                  f"{args.output_dir} ({_statuses(done.wheels)})")
     if args.json:
         print(json.dumps(done.to_dict(), indent=2))
     return 0

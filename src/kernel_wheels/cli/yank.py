@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         args.progress(f"{change.project} {change.version} already was {state}")
     else:
         args.progress(f"{change.project} {change.version} is now {state}"
-               + (f" ({change.reason})" if change.yanked and change.reason else ""))
+                      + (f" ({change.reason})" if change.yanked and change.reason else ""))
     if args.json:
         print(json.dumps({"project": change.project, "version": change.version,
                           "yanked": change.yanked, "reason": change.reason,
