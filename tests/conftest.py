@@ -56,9 +56,11 @@ def _installer_caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
     session: every run makes new wheels, which would otherwise pile up in the user's
     ~/.cache for good (tens of GB over many runs). pytest keeps only its last few
     session folders."""
+    # One cache for all of a run's xdist workers: torch is unpacked into it once, and the
+    # venvs of every worker link to it (both tools lock their caches for concurrent use).
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("UV_CACHE_DIR", str(tmp_path_factory.mktemp("uv-cache")))
-        patch.setenv("PIP_CACHE_DIR", str(tmp_path_factory.mktemp("pip-cache")))
+        patch.setenv("UV_CACHE_DIR", str(shared_folder(tmp_path_factory, "uv-cache", lambda _: None)))
+        patch.setenv("PIP_CACHE_DIR", str(shared_folder(tmp_path_factory, "pip-cache", lambda _: None)))
         yield
 
 
