@@ -21,8 +21,10 @@ import os
 import shutil
 import subprocess
 import tempfile
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from email.parser import BytesHeaderParser
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,7 @@ from .index_settings import IndexSettings
 from .simple_client import IndexFile, SimpleClient
 from .targets import KernelWheel, Target, parse_kernel_wheel, preference, rejection
 from .transport import DEFAULT_TIMEOUT
+from .wheelfacts import read_facts
 
 Place = SimpleClient | LocalLinks | PageLinks
 INSTALLERS = ("pip", "uv")
@@ -252,18 +255,42 @@ def _uv() -> str:
 
 def installer_command(installer: str, environment: Environment, requirement: str, links: Path,
                       constraints: Path) -> list[str]:
-    """The installer's argv: ``NAME==VERSION`` from a folder holding only the verified
-    file, torch pinned. A requirement by name and version, not a file path: pip and uv
-    then record an index install (``pip freeze`` says ``name==version``, with no
-    direct_url.json), which requirement files, pip-audit and Dependabot understand. The
-    indexes are not in it (see :func:`index_environment`): they serve the file's
-    dependencies."""
+    """The installer's argv for the kernel's wheel: ``NAME==VERSION`` from a folder holding
+    only the verified file, no index, no dependencies, torch pinned. A requirement by name
+    and version, not a file path: pip and uv then record an index install (``pip freeze``
+    says ``name==version``, with no direct_url.json), which requirement files, pip-audit
+    and Dependabot understand. No index: with one, pip prefers the index's copy of the same
+    file and downloads it a second time (its resolver tries equal candidates index first)."""
     if installer == "pip":
         return [environment.python, "-m", "pip", "install", "--no-input",
-                "--disable-pip-version-check", "-c", str(constraints), "--find-links",
-                str(links), requirement]
+                "--disable-pip-version-check", "-c", str(constraints), "--no-index", "--no-deps",
+                "--find-links", str(links), requirement]
     return [_uv(), "pip", "install", "--python", environment.python, "-c", str(constraints),
-            "--find-links", str(links), requirement]
+            "--no-index", "--no-deps", "--find-links", str(links), requirement]
+
+
+def dependencies_command(installer: str, environment: Environment, dependencies: Sequence[str],
+                         constraints: Path) -> list[str]:
+    """The installer's argv for the wheel's own requirements (its Requires-Dist), taken
+    from the indexes (named in the environment, :func:`index_environment`), torch pinned;
+    run before the wheel itself, so a dependency that cannot be had leaves the kernel
+    uninstalled."""
+    if installer == "pip":
+        return [environment.python, "-m", "pip", "install", "--no-input",
+                "--disable-pip-version-check", "-c", str(constraints), *dependencies]
+    return [_uv(), "pip", "install", "--python", environment.python, "-c", str(constraints),
+            *dependencies]
+
+
+def wheel_dependencies(wheel: Path) -> list[str]:
+    """The Requires-Dist of a downloaded (hash-checked) wheel."""
+    try:
+        _, metadata = read_facts(wheel)
+        found = BytesHeaderParser().parsebytes(metadata).get_all("Requires-Dist") or []
+        return [str(Requirement(str(line).strip())) for line in found]
+    except (ValueError, KeyError, OSError, zipfile.BadZipFile, InvalidRequirement) as exc:
+        raise DistributionError(f"{wheel.name} is not a readable wheel ({exc}); nothing was "
+                                "installed") from None
 
 
 def index_environment(installer: str, settings: IndexSettings) -> dict[str, str]:
@@ -451,9 +478,17 @@ def install(requirement_text: str, settings: IndexSettings, *, python: Path | No
                 return InstallResult(choice, tuple(command), False, shown_env)
             say(f"downloading {chosen.filename} from {place.show(chosen.url)}")
             download(place, chosen, wheel, say)
+            dependencies = [d for d in wheel_dependencies(wheel)
+                            if canonicalize_name(Requirement(d).name) != "torch"]
+            if dependencies:
+                say(f"installing what {pinned} requires with {installer}: {', '.join(dependencies)}")
+                _run_installer(dependencies_command(installer, environment, dependencies,
+                                                    _constraints(Path(scratch), environment)),
+                               _child_environment(installer, settings), installer, secrets, say)
             say(f"installing {pinned} with {installer} (torch=={environment.torch_version} "
                 "pinned)")
-            _run_installer(command, _child_environment(installer, settings), installer,
+            local_only = IndexSettings((), (), settings.pre)
+            _run_installer(command, _child_environment(installer, local_only), installer,
                            secrets, say)
     finally:
         for place in places:
