@@ -20,7 +20,7 @@ from .common import PROG, print_json_error, stderr
 
 # Command modules, in the order `kernel-wheels --help` lists them.
 COMMANDS = ("to_wheel", "check", "variants", "versions", "build", "index", "yank", "publish", "install",
-            "local_kernels", "serve")
+            "local_kernels", "serve", "mirror")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,0 +1,233 @@
+"""After the objects: fold pending records into the state, yank or prune what the Hub
+no longer has, and write the pages, under the lease.
+
+Order, for crash safety on a store without rename (each step idempotent, so a run killed
+anywhere is finished by the next one, with the same bytes):
+
+1. per repository whose records change: its project pages (the wheels they list were
+   uploaded before their records were), then its state, then its pending records go;
+2. the root page of every index, then the landing page;
+3. pages of projects an index no longer lists, then the objects of pruned wheels (no
+   page lists them any more), then ``pages.json``.
+
+Pages are a pure function of the state: the same records give the same bytes. Memory
+holds one repository's records at a time (and the names of projects and targets).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from urllib.parse import quote
+
+from ..distribution import simple
+from ..distribution.sitepages import FILES, ROOT_INDEX, SIMPLE, landing_page_html
+from ..distribution.targets import KernelWheel, parse_kernel_wheel, parse_target_key, select_for_target
+from ..errors import DistributionError, VariantError
+from ..kernel.variants import parse_variant
+from .state import (
+    PAGES,
+    PagesRecord,
+    Record,
+    RepoState,
+    load_pending,
+    load_state,
+    pending_keys,
+    repo_of_pending,
+    state_key,
+    state_repos,
+)
+from .store import Destination
+
+#: The reason a release deleted on the Hub is yanked with.
+DELETED = "deleted on the Hub"
+
+
+@dataclass
+class FinishResult:
+    yanked: list[tuple[str, str]] = field(default_factory=list)  # (repo, version)
+    pruned: list[tuple[str, str]] = field(default_factory=list)
+    pages_written: int = 0
+    repos_rendered: int = 0
+
+
+def object_keys(wheel: str) -> tuple[str, str]:
+    return f"{FILES}/{wheel}", f"{FILES}/{wheel}.metadata"
+
+
+def _target_of(variant: str) -> str | None:
+    from ..distribution.targets import target_key_of
+
+    try:
+        return target_key_of(parse_variant(variant))
+    except VariantError:
+        return None
+
+
+class _Writer:
+    def __init__(self, store: Destination) -> None:
+        self.store, self.written = store, 0
+
+    def put(self, key: str, text: str) -> None:
+        data = text.encode()
+        if self.store.get(key) != data:
+            self.store.put(key, data)
+            self.written += 1
+
+
+def _index_folder(index: str) -> str:
+    return f"{index}/{SIMPLE}" if index else SIMPLE
+
+
+def _entries(records: Iterable[Record], wheels: Iterable[KernelWheel], depth: int) -> list[simple.WheelEntry]:
+    by_name = {r.wheel: r for r in records}
+    prefix = "../" * depth + FILES + "/"
+    return [simple.WheelEntry(project=r.project, filename=r.wheel, url=prefix + quote(r.wheel, safe=""),
+                              sha256=r.sha256, requires_python=r.requires_python,
+                              core_metadata_sha256=r.metadata_sha256, yanked=r.yanked, size=r.size)
+            for w in wheels for r in (by_name[w.filename],)]
+
+
+def render_repo(state: RepoState, targets: Iterable[str], writer: _Writer) -> dict[str, set[str]]:
+    """Every page of the repository's projects; returns index -> projects listed."""
+    listed: dict[str, set[str]] = {}
+    by_project: dict[str, list[Record]] = {}
+    for record in state.records.values():
+        by_project.setdefault(record.project, []).append(record)
+    indexes = [ROOT_INDEX, *sorted(targets)]
+    for project, records in sorted(by_project.items()):
+        wheels = [w for r in records if (w := parse_kernel_wheel(r.wheel))]
+        for index in indexes:
+            chosen = wheels if index == ROOT_INDEX else select_for_target(parse_target_key(index), wheels)
+            if not chosen:
+                continue
+            entries = _entries(records, chosen, depth=2 if index == ROOT_INDEX else 3)
+            folder = f"{_index_folder(index)}/{project}"
+            writer.put(f"{folder}/index.json", simple.render_project_json(project, entries))
+            writer.put(f"{folder}/index.html", simple.render_project_html(project, entries))
+            listed.setdefault(index, set()).add(project)
+    simple.version_of.cache_clear()  # its memo would otherwise grow with the mirror
+    return listed
+
+
+def _merge(state: RepoState, pending: list[Record], present: frozenset[str] | None,
+           prune: bool, result: FinishResult) -> None:
+    for record in pending:
+        old = state.records.get(record.key)
+        if old is not None and old.wheel != record.wheel:  # a replaced build of another name
+            state.garbage.extend(object_keys(old.wheel))
+        state.records[record.key] = record
+    if present is None:  # not listed in this run: yanks are not decided
+        return
+    gone = sorted({r.version for r in state.records.values() if r.version not in present})
+    for version in gone:
+        if prune:
+            for key, record in list(state.records.items()):
+                if record.version == version:
+                    state.garbage.extend(object_keys(record.wheel))
+                    del state.records[key]
+            result.pruned.append((state.repo, version))
+        elif state.yank(version, DELETED):
+            result.yanked.append((state.repo, version))
+    for key, record in list(state.records.items()):  # a release that came back
+        if record.version in present and record.yanked == DELETED:
+            state.records[key] = replace(record, yanked=None)
+    keep = {k for r in state.records.values() for k in object_keys(r.wheel)}
+    state.garbage = [g for g in state.garbage if g not in keep]
+
+
+def needs_finish(store: Destination, listed: Mapping[str, frozenset[str]], prune: bool) -> bool:
+    """Whether a finish would change anything (checked without the lease: a run with
+    nothing of its own to fold writes nothing, not even the lease)."""
+    if pending_keys(store) or store.get(PAGES) is None:
+        return True
+    for repo, present in listed.items():
+        state = load_state(store, repo)
+        before = state.to_bytes()
+        _merge(state, [], present, prune, FinishResult())
+        if state.to_bytes() != before or state.garbage:
+            return True
+    return False
+
+
+def finish(store: Destination, listed: Mapping[str, frozenset[str]], *, prune: bool = False) -> FinishResult:
+    """Fold, yank or prune, write pages. ``listed``: repository -> the versions the Hub
+    has now, for the repositories this run listed. Call it holding the lease."""
+    result = FinishResult()
+    pages = PagesRecord.load(store)
+    writer = _Writer(store)
+    pending_by_repo: dict[str, list[str]] = {}
+    for key in pending_keys(store):
+        pending_by_repo.setdefault(repo_of_pending(key), []).append(key)
+
+    # Which repositories change, and the targets their records add (targets never go).
+    changed: dict[str, RepoState] = {}
+    for repo in sorted(set(pending_by_repo) | set(listed)):
+        state = load_state(store, repo)
+        before = state.to_bytes()
+        _merge(state, load_pending(store, pending_by_repo.get(repo, [])), listed.get(repo), prune, result)
+        if state.to_bytes() != before or repo in pending_by_repo or state.garbage:
+            changed[repo] = state
+    targets = set(pages.targets)
+    for state in changed.values():
+        targets |= {t for r in state.records.values() if (t := _target_of(r.variant))}
+    if targets != pages.targets or store.get(PAGES) is None:
+        repos = sorted(set(state_repos(store)) | set(changed))  # every page, for the new targets
+    else:
+        repos = sorted(changed)
+
+    indexes: dict[str, set[str]] = {i: set(p) for i, p in pages.indexes.items()}
+    owners = dict(pages.owners)
+    with_garbage: list[str] = []
+    for repo in repos:
+        found = changed.pop(repo, None)
+        state = found if found is not None else load_state(store, repo)
+        for project in {r.project for r in state.records.values()}:
+            if owners.setdefault(project, repo) != repo:
+                raise DistributionError(f"{repo} and {owners[project]} both give the project {project}; "
+                                        "mirror them into different destinations")
+        for project in [p for p, owner in owners.items() if owner == repo]:
+            for members in indexes.values():
+                members.discard(project)
+        listed_now = render_repo(state, targets, writer)
+        gone = {p for p, owner in owners.items() if owner == repo} - \
+            {p for members in listed_now.values() for p in members}
+        for project in gone:
+            del owners[project]
+        for index, members in listed_now.items():
+            indexes.setdefault(index, set()).update(members)
+        if store.get(state_key(repo)) != state.to_bytes():
+            store.put(state_key(repo), state.to_bytes())
+        if state.garbage:
+            with_garbage.append(repo)
+        for key in pending_by_repo.get(repo, []):
+            store.delete(key)
+        result.repos_rendered += 1
+
+    for index in [ROOT_INDEX, *sorted(targets)]:
+        projects = indexes.get(index, set())
+        writer.put(f"{_index_folder(index)}/index.json", simple.render_root_json(projects))
+        writer.put(f"{_index_folder(index)}/index.html", simple.render_root_html(projects))
+    writer.put("index.html", landing_page_html(sorted(targets)))
+
+    for index, had in pages.indexes.items():  # pages no index lists any more
+        for project in sorted(had - indexes.get(index, set())):
+            for name in ("index.json", "index.html"):
+                store.delete(f"{_index_folder(index)}/{project}/{name}")
+    for repo in with_garbage:
+        _collect_garbage(store, repo)
+    new_pages = PagesRecord(targets, {i: p for i, p in indexes.items() if p}, owners).to_bytes()
+    if store.get(PAGES) != new_pages:
+        store.put(PAGES, new_pages)
+    result.pages_written = writer.written
+    return result
+
+
+def _collect_garbage(store: Destination, repo: str) -> None:
+    state = load_state(store, repo)
+    if not state.garbage:
+        return
+    for key in state.garbage:
+        store.delete(key)
+    state.garbage = []
+    store.put(state_key(repo), state.to_bytes())
