@@ -1,8 +1,9 @@
 """Fixtures of the mirror tests: kernels with several releases served by the local olah
 Hub, and moto's S3 server on 127.0.0.1 as the bucket.
 
-The kernels are pure Python (``torch-universal``, ``torch-cpu``, ``torch-cuda`` builds:
-no compiler), in git repositories whose commits have fixed dates and authors, so the
+The kernels are pure Python (``torch-universal``, ``torch-cpu``, ``torch-cuda`` builds,
+and Linux builds for two targets whose package has no binary: no compiler needed, and
+the index gets target pages), in git repositories whose commits have fixed dates and authors, so the
 same release always converts to the same bytes.
 """
 
@@ -21,12 +22,13 @@ from helpers import free_port, olah_server, stop, wait_for
 
 BASE_DATE = 1767225600  # 2026-01-01T00:00:00Z
 #: repository -> [(version, variants)], oldest first.
+ARCH = ("torch213-cxx11-cpu-x86_64-linux", "torch27-cxx11-cu128-x86_64-linux")
 KERNELS = {
-    "mirror-org/alpha": [("1.0.0", ("torch-universal", "torch-cpu", "torch-cuda")),
-                         ("1.1.0", ("torch-universal", "torch-cpu", "torch-cuda")),
-                         ("2.0.0", ("torch-universal", "torch-cpu", "torch-cuda", "torch-rocm"))],
+    "mirror-org/alpha": [("1.0.0", ("torch-universal", "torch-cpu", "torch-cuda", *ARCH)),
+                         ("1.1.0", ("torch-universal", "torch-cpu", "torch-cuda", *ARCH)),
+                         ("2.0.0", ("torch-universal", "torch-cpu", "torch-cuda", "torch-rocm", *ARCH))],
     "mirror-org/beta": [("0.1.0", ("torch-universal",)), ("0.2.0", ("torch-universal", "torch-cpu"))],
-    "mirror-org/gamma": [("3.0.0", ("torch-universal", "torch-cuda"))],
+    "mirror-org/gamma": [("3.0.0", ("torch-universal", "torch-cuda", ARCH[0]))],
 }
 S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
           "AWS_DEFAULT_REGION": "us-east-1"}

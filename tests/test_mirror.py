@@ -112,7 +112,8 @@ def test_folder_and_bucket_hold_the_same_bytes_and_a_rerun_writes_nothing(
 
 def test_pip_installs_from_the_mirror(env: dict[str, str], tmp_path: Path) -> None:
     site = tmp_path / "site"
-    mirror("mirror-org/alpha", "--to", site, "--variant", "torch-universal", env=env)
+    mirror("mirror-org/alpha", "mirror-org/beta", "--to", site, "--variant", "torch-universal",
+           "--variant", "torch213-*", env=env)
     port = free_port()
     log = tmp_path / "http.log"
     with log.open("wb") as out:
@@ -121,12 +122,20 @@ def test_pip_installs_from_the_mirror(env: dict[str, str], tmp_path: Path) -> No
     try:
         wait_for(f"http://127.0.0.1:{port}/simple/alpha/", server, log)
         python = make_venv(tmp_path / "venv")
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--index-url",
-                        f"http://127.0.0.1:{port}/simple", "alpha==1.1.0"], check=True,
-                       capture_output=True, env={**os.environ, "PIP_CONFIG_FILE": os.devnull})
-        out = subprocess.run([str(python), "-c", "import alpha; print(alpha.VERSION, alpha.VARIANT)"],
-                             check=True, capture_output=True, text=True).stdout
-        assert out.split() == ["1.1.0", "torch-universal"]
+        pip = [str(python), "-m", "pip", "install", "-q", "--no-deps", "--index-url"]
+        quiet = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
+        show = [str(python), "-c", "import beta; print(beta.VERSION, beta.VARIANT)"]
+        subprocess.run([*pip, f"http://127.0.0.1:{port}/simple", "beta==0.1.0"], check=True,
+                       capture_output=True, env=quiet)
+        out = subprocess.run(show, check=True, capture_output=True, text=True).stdout
+        assert out.split() == ["0.1.0", "torch-universal"]
+        # A target's index lists the build for that target: plain pip picks it (its
+        # import guard wants torch, which this venv lacks: the installed version says it).
+        subprocess.run([*pip, f"http://127.0.0.1:{port}/torch213-cxx11-cpu/simple", "--force-reinstall",
+                        "alpha"], check=True, capture_output=True, env=quiet)
+        version = [str(python), "-c", "import importlib.metadata as m; print(m.version('alpha'))"]
+        out = subprocess.run(version, check=True, capture_output=True, text=True).stdout
+        assert out.strip() == "2.0.0+torch213cpucxx11"
     finally:
         stop(server)
 
@@ -134,7 +143,7 @@ def test_pip_installs_from_the_mirror(env: dict[str, str], tmp_path: Path) -> No
 def test_dry_run_lists_the_plan_and_downloads_nothing(env: dict[str, str], tmp_path: Path) -> None:
     site = tmp_path / "site"
     plan = as_json(mirror("mirror-org/alpha", "--to", site, "--dry-run", "--json", env=env))
-    assert plan["dry_run"] and plan["counts"]["planned"] == 10
+    assert plan["dry_run"] and plan["counts"]["planned"] == 16
     assert {(i["version"], i["variant"]) for i in plan["items"]} >= {("2.0.0", "torch-rocm")}
     assert not site.exists()
     assert not (tmp_path / "hf-home").exists() or not list((tmp_path / "hf-home").rglob("*.py"))
@@ -147,9 +156,11 @@ def test_version_and_variant_selection(env: dict[str, str], tmp_path: Path) -> N
     ranged = as_json(mirror("mirror-org/alpha", "--to", tmp_path / "b", "--versions", ">=1.1,<2",
                             "--backend", "cuda", "--json", env=env))
     assert [(i["status"], i["version"], i["variant"]) for i in ranged["items"]] == \
-        [("added", "1.1.0", "torch-cuda")]
+        [("added", "1.1.0", "torch-cuda"), ("added", "1.1.0", "torch27-cxx11-cu128-x86_64-linux")]
     assert sorted(p.name for p in (tmp_path / "b" / "files").glob("*.whl")) == \
-        ["alpha-1.1.0+cuda-py3-none-any.whl"]
+        ["alpha-1.1.0+cuda-py3-none-any.whl",
+         "alpha-1.1.0+torch27cu128cxx11-cp39-abi3-manylinux_2_28_x86_64.whl"]
+    assert (tmp_path / "b" / "torch27-cxx11-cu128" / "simple" / "alpha" / "index.html").is_file()
 
 
 def test_a_lock_mirrors_the_locked_release(env: dict[str, str], hub: str, tmp_path: Path) -> None:
