@@ -22,11 +22,13 @@ from urllib.parse import quote
 
 from ..distribution import simple
 from ..distribution.sitepages import FILES, ROOT_INDEX, SIMPLE, landing_page_html
-from ..distribution.targets import KernelWheel, parse_kernel_wheel, parse_target_key, select_for_target
+from ..distribution.targets import parse_kernel_wheel, parse_target_key, select_for_target
 from ..errors import DistributionError, VariantError
 from ..kernel.variants import parse_variant
 from .state import (
     PAGES,
+    PENDING,
+    Known,
     PagesRecord,
     Record,
     RepoState,
@@ -36,6 +38,7 @@ from .state import (
     repo_of_pending,
     state_key,
     state_repos,
+    variant_of_pending,
 )
 from .store import Destination
 
@@ -79,15 +82,6 @@ def _index_folder(index: str) -> str:
     return f"{index}/{SIMPLE}" if index else SIMPLE
 
 
-def _entries(records: Iterable[Record], wheels: Iterable[KernelWheel], depth: int) -> list[simple.WheelEntry]:
-    by_name = {r.wheel: r for r in records}
-    prefix = "../" * depth + FILES + "/"
-    return [simple.WheelEntry(project=r.project, filename=r.wheel, url=prefix + quote(r.wheel, safe=""),
-                              sha256=r.sha256, requires_python=r.requires_python,
-                              core_metadata_sha256=r.metadata_sha256, yanked=r.yanked, size=r.size)
-            for w in wheels for r in (by_name[w.filename],)]
-
-
 def render_repo(state: RepoState, targets: Iterable[str], writer: _Writer) -> dict[str, set[str]]:
     """Every page of the repository's projects; returns index -> projects listed."""
     listed: dict[str, set[str]] = {}
@@ -95,19 +89,31 @@ def render_repo(state: RepoState, targets: Iterable[str], writer: _Writer) -> di
     for record in state.records.values():
         by_project.setdefault(record.project, []).append(record)
     indexes = [ROOT_INDEX, *sorted(targets)]
+    parsed = {index: parse_target_key(index) for index in indexes if index}
     for project, records in sorted(by_project.items()):
+        # Each wheel's entry once per depth; an index takes the entries of its wheels.
         wheels = [w for r in records if (w := parse_kernel_wheel(r.wheel))]
+        entries = {depth: {r.wheel: _entry(r, depth) for r in records} for depth in (2, 3)}
         for index in indexes:
-            chosen = wheels if index == ROOT_INDEX else select_for_target(parse_target_key(index), wheels)
+            chosen = wheels if index == ROOT_INDEX else select_for_target(parsed[index], wheels)
             if not chosen:
                 continue
-            entries = _entries(records, chosen, depth=2 if index == ROOT_INDEX else 3)
+            at_depth = entries[2 if index == ROOT_INDEX else 3]
+            page = [at_depth[w.filename] for w in chosen]
             folder = f"{_index_folder(index)}/{project}"
-            writer.put(f"{folder}/index.json", simple.render_project_json(project, entries))
-            writer.put(f"{folder}/index.html", simple.render_project_html(project, entries))
+            writer.put(f"{folder}/index.json", simple.render_project_json(project, page))
+            writer.put(f"{folder}/index.html", simple.render_project_html(project, page))
             listed.setdefault(index, set()).add(project)
     simple.version_of.cache_clear()  # its memo would otherwise grow with the mirror
     return listed
+
+
+def _entry(record: Record, depth: int) -> simple.WheelEntry:
+    return simple.WheelEntry(project=record.project, filename=record.wheel,
+                             url="../" * depth + FILES + "/" + quote(record.wheel, safe=""),
+                             sha256=record.sha256, requires_python=record.requires_python,
+                             core_metadata_sha256=record.metadata_sha256, yanked=record.yanked,
+                             size=record.size)
 
 
 def _merge(state: RepoState, pending: list[Record], present: frozenset[str] | None,
@@ -136,43 +142,55 @@ def _merge(state: RepoState, pending: list[Record], present: frozenset[str] | No
     state.garbage = [g for g in state.garbage if g not in keep]
 
 
-def needs_finish(store: Destination, listed: Mapping[str, frozenset[str]], prune: bool) -> bool:
-    """Whether a finish would change anything (checked without the lease: a run with
-    nothing of its own to fold writes nothing, not even the lease)."""
-    if pending_keys(store) or store.get(PAGES) is None:
-        return True
-    for repo, present in listed.items():
-        state = load_state(store, repo)
-        before = state.to_bytes()
-        _merge(state, [], present, prune, FinishResult())
-        if state.to_bytes() != before or state.garbage:
+def _merged(store: Destination, repo: str, present: frozenset[str] | None, prune: bool,
+            result: FinishResult) -> tuple[RepoState, bool, list[str]]:
+    """The repository's state with its pending records folded in and the Hub's deletions
+    applied; whether that changed it; the pending records folded (only those may go)."""
+    state = load_state(store, repo)
+    before = (dict(state.records), list(state.garbage))
+    keys = pending_keys(store, repo)
+    _merge(state, load_pending(store, keys), present, prune, result)
+    return state, (state.records, state.garbage) != before, keys
+
+
+def decided_by_hub(records: Iterable[Known], present: frozenset[str], prune: bool) -> bool:
+    """Whether the Hub's releases change these records ((commit, version, yank reason)):
+    a release gone (a yank, or with ``prune`` a removal) or a yanked one back."""
+    for _commit, version, yanked in records:
+        gone = version not in present
+        if (gone and (prune or yanked != DELETED)) or (not gone and yanked == DELETED):
             return True
     return False
 
 
-def finish(store: Destination, listed: Mapping[str, frozenset[str]], *, prune: bool = False) -> FinishResult:
+def needs_finish(store: Destination, hub_changes: bool) -> bool:
+    """Whether a finish would change anything (checked without the lease: a run with
+    nothing of its own to fold writes nothing, not even the lease). ``hub_changes``:
+    the plan found records that the Hub's releases change (:func:`decided_by_hub`)."""
+    return hub_changes or next(iter(store.keys(f"{PENDING}/")), None) is not None \
+        or store.get(PAGES) is None
+
+
+def finish(store: Destination, listed: Mapping[str, frozenset[str]], touched: Iterable[str] = (), *,
+           prune: bool = False) -> FinishResult:
     """Fold, yank or prune, write pages. ``listed``: repository -> the versions the Hub
-    has now, for the repositories this run listed. Call it holding the lease."""
+    has now, for the repositories this run listed; ``touched``: those whose records the
+    Hub's releases change, or with objects to delete (the plan knows). Call it holding
+    the lease."""
     result = FinishResult()
     pages = PagesRecord.load(store)
     writer = _Writer(store)
-    pending_by_repo: dict[str, list[str]] = {}
-    for key in pending_keys(store):
-        pending_by_repo.setdefault(repo_of_pending(key), []).append(key)
-
-    # Which repositories change, and the targets their records add (targets never go).
-    changed: dict[str, RepoState] = {}
-    for repo in sorted(set(pending_by_repo) | set(listed)):
-        state = load_state(store, repo)
-        before = state.to_bytes()
-        _merge(state, load_pending(store, pending_by_repo.get(repo, [])), listed.get(repo), prune, result)
-        if state.to_bytes() != before or repo in pending_by_repo or state.garbage:
-            changed[repo] = state
+    # Which repositories change, and the targets their new records add (targets never
+    # go): names only, from the pending records' keys. Memory holds one repository's
+    # records at a time, however large the mirror.
+    changed = set(touched)
     targets = set(pages.targets)
-    for state in changed.values():
-        targets |= {t for r in state.records.values() if (t := _target_of(r.variant))}
+    for key in store.keys(f"{PENDING}/"):
+        changed.add(repo_of_pending(key))
+        if (target := _target_of(variant_of_pending(key))) is not None:
+            targets.add(target)
     if targets != pages.targets or store.get(PAGES) is None:
-        repos = sorted(set(state_repos(store)) | set(changed))  # every page, for the new targets
+        repos = sorted(set(state_repos(store)) | changed)  # every page, for the new targets
     else:
         repos = sorted(changed)
 
@@ -180,8 +198,7 @@ def finish(store: Destination, listed: Mapping[str, frozenset[str]], *, prune: b
     owners = dict(pages.owners)
     with_garbage: list[str] = []
     for repo in repos:
-        found = changed.pop(repo, None)
-        state = found if found is not None else load_state(store, repo)
+        state, _, pending = _merged(store, repo, listed.get(repo), prune, result)
         for project in {r.project for r in state.records.values()}:
             if owners.setdefault(project, repo) != repo:
                 raise DistributionError(f"{repo} and {owners[project]} both give the project {project}; "
@@ -200,8 +217,7 @@ def finish(store: Destination, listed: Mapping[str, frozenset[str]], *, prune: b
             store.put(state_key(repo), state.to_bytes())
         if state.garbage:
             with_garbage.append(repo)
-        for key in pending_by_repo.get(repo, []):
-            store.delete(key)
+        store.delete_many(pending)
         result.repos_rendered += 1
 
     for index in [ROOT_INDEX, *sorted(targets)]:
@@ -211,9 +227,9 @@ def finish(store: Destination, listed: Mapping[str, frozenset[str]], *, prune: b
     writer.put("index.html", landing_page_html(sorted(targets)))
 
     for index, had in pages.indexes.items():  # pages no index lists any more
-        for project in sorted(had - indexes.get(index, set())):
-            for name in ("index.json", "index.html"):
-                store.delete(f"{_index_folder(index)}/{project}/{name}")
+        store.delete_many([f"{_index_folder(index)}/{project}/{name}"
+                           for project in sorted(had - indexes.get(index, set()))
+                           for name in ("index.json", "index.html")])
     for repo in with_garbage:
         _collect_garbage(store, repo)
     new_pages = PagesRecord(targets, {i: p for i, p in indexes.items() if p}, owners).to_bytes()
@@ -227,7 +243,6 @@ def _collect_garbage(store: Destination, repo: str) -> None:
     state = load_state(store, repo)
     if not state.garbage:
         return
-    for key in state.garbage:
-        store.delete(key)
+    store.delete_many(sorted(set(state.garbage)))
     state.garbage = []
     store.put(state_key(repo), state.to_bytes())

@@ -23,12 +23,12 @@ from ..distribution.wheelfacts import read_facts
 from ..errors import KernelWheelsError
 from ..kernel.selection import VariantFilter
 from ..kernel.versions import RequestKind, VersionRequest
-from .finish import FinishResult, finish, needs_finish, object_keys
+from .finish import FinishResult, decided_by_hub, finish, needs_finish, object_keys
 from .lease import DEFAULT_TTL, Lease
 from .listing import HubLister, RepoListing
 from .plan import Action, Item, Shard, VersionSelection, plan_repo
 from .progress import ItemDone, Listed, Message, Planned, Progress, silent
-from .state import Record, encode, load_pending, load_state, pending_key, pending_keys
+from .state import Known, Record, encode, load_state, parse_pending, pending_key, pending_keys
 from .store import Destination, FolderDestination, KillingDestination
 
 
@@ -50,7 +50,7 @@ class MirrorOptions:
 class Row:
     """One line of the final table."""
 
-    status: str  # added, replaced, skipped, moved, yanked, pruned, refused, planned
+    status: str  # added, replaced, moved, yanked, pruned, refused, planned
     repo: str
     version: str
     variant: str = ""
@@ -66,11 +66,13 @@ class MirrorResult:
     destination: str
     shard: str
     dry_run: bool
+    #: Every item but the skipped ones (those are only counted).
     rows: tuple[Row, ...]
     pages_written: int
+    skipped: int = 0
 
     def count(self, status: str) -> int:
-        return sum(r.status == status for r in self.rows)
+        return self.skipped if status == "skipped" else sum(r.status == status for r in self.rows)
 
     def to_dict(self) -> dict[str, Any]:
         statuses = ("planned", "added", "replaced", "skipped", "moved", "yanked", "pruned", "refused")
@@ -85,45 +87,59 @@ def mirror(listings: Sequence[RepoListing], store: Destination, options: MirrorO
     """Bring ``store`` up to date with ``listings``; ``lister`` opens the Hub sources the
     conversions download from."""
     options = options or MirrorOptions()
-    actions: list[Action] = []
-    for listing in listings:
+    work: list[Action] = []
+    rows: list[Row] = []
+    skipped = 0
+    touched: list[str] = []  # repositories whose records the Hub changes, or with garbage
+    for listing in listings:  # one repository's records in memory at a time
         progress(Listed(listing.repo, len(listing.releases), listing.variants))
-        actions += plan_repo(listing, _known(store, listing.repo), options.versions, options.filters,
-                             options.shard, options.replace_moved)
-    work = [a for a in actions if a.kind in ("add", "replace")]
-    progress(Planned(len(work), sum(a.kind == "skip" for a in actions), str(options.shard)))
-    rows = [_row(a) for a in actions if a.kind not in ("add", "replace")]
+        known, garbage = _known(store, listing.repo)
+        if garbage or decided_by_hub(known.values(), listing.versions, options.prune):
+            touched.append(listing.repo)
+        for action in plan_repo(listing, known, options.versions, options.filters,
+                                options.shard, options.replace_moved):
+            if action.kind in ("add", "replace"):
+                work.append(action)
+            elif action.kind == "skip":
+                skipped += 1  # counted, not listed: a large mirror skips almost everything
+            else:
+                rows.append(_row(action))
+    progress(Planned(len(work), skipped, str(options.shard)))
     if options.dry_run:
         rows += [Row("planned", a.item.repo, a.item.version, a.item.variant,
                      "replace" if a.kind == "replace" else "") for a in work]
-        return MirrorResult(store.description, str(options.shard), True, tuple(_sorted(rows)), 0)
+        return MirrorResult(store.description, str(options.shard), True, tuple(_sorted(rows)), 0, skipped)
 
     rows += _convert_all(work, listings, store, options, lister or HubLister(), progress)
     listed = {listing.repo: listing.versions for listing in listings}
     done = FinishResult()
     if isinstance(store, (FolderDestination, KillingDestination)):
         store.clean_temp()
-    if needs_finish(store, listed, options.prune):
+    if needs_finish(store, bool(touched)):
         with Lease(store, ttl=options.lease_ttl, wait=options.lease_wait,
                    on_wait=lambda text: progress(Message(text))):
-            done = finish(store, listed, prune=options.prune)
+            done = finish(store, listed, touched, prune=options.prune)
     if isinstance(store, (FolderDestination, KillingDestination)):
         store.clean_temp()
     rows += [Row("yanked", repo, version, detail="deleted on the Hub") for repo, version in done.yanked]
     rows += [Row("pruned", repo, version, detail="deleted on the Hub") for repo, version in done.pruned]
     return MirrorResult(store.description, str(options.shard), False, tuple(_sorted(rows)),
-                        done.pages_written)
+                        done.pages_written, skipped)
 
 
-def _known(store: Destination, repo: str) -> dict[tuple[str, str, str], Record]:
-    known = dict(load_state(store, repo).records)
-    for record in load_pending(store, pending_keys(store, repo)):
-        known[record.key] = record  # converted by a run whose finish has not run yet
-    return known
+def _known(store: Destination, repo: str) -> tuple[dict[tuple[str, str, str], Known], bool]:
+    """The repository's records (pending ones included: converted by a run whose finish
+    has not run yet), and whether its state has objects to delete."""
+    state = load_state(store, repo)
+    known = {key: (r.commit, r.version, r.yanked) for key, r in state.records.items()}
+    for key in pending_keys(store, repo):  # the key names all the plan needs
+        version, variant, commit = parse_pending(key)
+        known[(repo, version, variant)] = (commit, version, None)
+    return known, bool(state.garbage)
 
 
 def _row(action: Action) -> Row:
-    status = {"skip": "skipped", "moved": "moved", "refused": "refused"}[action.kind]
+    status = {"moved": "moved", "refused": "refused"}[action.kind]
     return Row(status, action.item.repo, action.item.version, action.item.variant, action.reason)
 
 

@@ -20,7 +20,7 @@ from ..errors import UsageError, VariantError
 from ..kernel.selection import VariantFilter
 from ..kernel.variants import parse_variant
 from .listing import ListedRelease, RepoListing
-from .state import Record
+from .state import Known
 
 
 @dataclass(frozen=True)
@@ -103,10 +103,9 @@ class Action:
     kind: str
     item: Item
     reason: str = ""
-    record: Record | None = None
 
 
-def plan_repo(listing: RepoListing, known: Mapping[tuple[str, str, str], Record],
+def plan_repo(listing: RepoListing, known: Mapping[tuple[str, str, str], Known],
               selection: VersionSelection, filters: VariantFilter, shard: Shard,
               replace_moved: bool) -> list[Action]:
     """The actions of one repository, in (version, variant) order."""
@@ -121,12 +120,12 @@ def plan_repo(listing: RepoListing, known: Mapping[tuple[str, str, str], Record]
                 actions.append(Action("refused", item, release.refused))
             elif record is None:
                 actions.append(Action("add", item))
-            elif record.commit == item.commit:
-                actions.append(Action("skip", item, record=record))
+            elif record[0] == item.commit:
+                actions.append(Action("skip", item))
             else:
                 kind = "replace" if replace_moved else "moved"
-                actions.append(Action(kind, item, f"{release.tag} moved from {record.commit[:12]} "
-                                      f"to {item.commit[:12]}", record))
+                actions.append(Action(kind, item, f"{release.tag} moved from {record[0][:12]} "
+                                      f"to {item.commit[:12]}"))
     return actions
 
 

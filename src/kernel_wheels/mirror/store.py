@@ -46,6 +46,10 @@ class Destination(Protocol):
         """Remove the object (none is not an error)."""
         ...
 
+    def delete_many(self, keys: list[str]) -> None:
+        """:meth:`delete` of each (a bucket takes up to 1,000 in one request)."""
+        ...
+
     def keys(self, prefix: str) -> Iterator[str]:
         """Every key under ``prefix`` (which ends with ``/``), in no particular order."""
         ...
@@ -57,9 +61,18 @@ class FolderDestination:
         self.description = str(root)
         self._counter = 0
         self._lock = threading.Lock()
+        #: Folders proven inside the root (links followed): a mirror of 100,000 wheels
+        #: asks for a few hundred thousand keys in a few thousand folders.
+        self._proven: set[str] = set()
 
     def _path(self, key: str) -> Path:
-        return inside(self.root, key, "the mirror")
+        folder, _, name = key.rpartition("/")
+        if folder in self._proven and name and name not in (".", ".."):
+            return Path(f"{self.root}/{key}")
+        path = inside(self.root, key, "the mirror")
+        if path.parent.is_dir():  # a folder made later is proven when first used
+            self._proven.add(folder)
+        return path
 
     def _temp(self) -> Path:
         with self._lock:
@@ -103,19 +116,29 @@ class FolderDestination:
         os.replace(temp, final)
 
     def delete(self, key: str) -> None:
-        path = self._path(key)
-        path.unlink(missing_ok=True)
-        for folder in path.parents:  # no empty folders left behind (a bucket has none)
-            if folder == self.root or not folder.is_relative_to(self.root):
-                break
-            try:
-                folder.rmdir()
-            except OSError:
-                break
+        self.delete_many([key])
+
+    def delete_many(self, keys: list[str]) -> None:
+        folders = set()
+        for key in keys:
+            path = self._path(key)
+            path.unlink(missing_ok=True)
+            folders.add(path.parent)
+        # No empty folders left behind (a bucket has none); each tried once, deepest first.
+        tried: set[Path] = set()
+        for folder in sorted(folders, key=lambda f: len(f.parts), reverse=True):
+            while folder != self.root and folder.is_relative_to(self.root) and folder not in tried:
+                tried.add(folder)
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+                folder = folder.parent
 
     def keys(self, prefix: str) -> Iterator[str]:
         base = self._path(prefix.rstrip("/")) if prefix else self.root
         skip = str(self.root / TEMP_DIR)
+        strip = len(str(self.root)) + 1
         stack = [str(base)]
         while stack:
             folder = stack.pop()
@@ -129,7 +152,7 @@ class FolderDestination:
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(entry.path)
                 elif entry.is_file(follow_symlinks=False):
-                    yield os.path.relpath(entry.path, self.root).replace(os.sep, "/")
+                    yield entry.path[strip:]
 
     def clean_temp(self) -> None:
         """Temporary files of processes that are gone (a killed run's)."""
@@ -213,6 +236,19 @@ class S3Destination:
             self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
         except Exception as exc:
             raise self._failed("deleting", key, exc) from None
+
+    def delete_many(self, keys: list[str]) -> None:
+        for start in range(0, len(keys), 1000):
+            batch = [{"Key": self._key(k)} for k in keys[start:start + 1000]]
+            try:
+                answer = self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch,
+                                                                                "Quiet": True})
+            except Exception as exc:
+                raise self._failed("deleting", keys[start], exc) from None
+            if answer.get("Errors"):
+                error = answer["Errors"][0]
+                raise DistributionError(f"{self.description}: deleting {error.get('Key')} failed "
+                                        f"({error.get('Code')})")
 
     def keys(self, prefix: str) -> Iterator[str]:
         strip = len(self._key(""))
@@ -298,6 +334,10 @@ class KillingDestination:
     def delete(self, key: str) -> None:
         self.inner.delete(key)
         self._wrote()
+
+    def delete_many(self, keys: list[str]) -> None:
+        for key in keys:  # one write each, as a kill point
+            self.delete(key)
 
     def keys(self, prefix: str) -> Iterator[str]:
         return self.inner.keys(prefix)
