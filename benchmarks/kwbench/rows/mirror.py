@@ -99,7 +99,8 @@ def run(bench: Bench) -> list[Row]:
     base_add = root / "add-base"
     _copy(done, base_add)
     add = Job("mirror-add-one",
-              _cmd("run", added, "--repos", repos, "--releases", releases, "--extra-release"), env, prepare=lambda: _copy(base_add, added), sample_rss=True)
+              _cmd("run", added, "--repos", repos, "--releases", releases, "--extra-release"), env,
+              prepare=lambda: _copy(base_add, added), sample_rss=True)
     bench.progress("  mirror: add one")
     run_interleaved([add], bench.sizes.runs, bench.progress)
     rows.append(Row("mirror/add-one", f"mirror: add 1 wheel to {largest:,}",

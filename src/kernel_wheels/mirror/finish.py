@@ -25,6 +25,8 @@ from ..distribution.sitepages import FILES, ROOT_INDEX, SIMPLE, landing_page_htm
 from ..distribution.targets import parse_kernel_wheel, parse_target_key, select_for_target
 from ..errors import DistributionError, VariantError
 from ..kernel.variants import parse_variant
+from .listing import RepoListing
+from .plan import covered_items
 from .state import (
     PAGES,
     PENDING,
@@ -104,7 +106,10 @@ def render_repo(state: RepoState, targets: Iterable[str], writer: _Writer) -> di
             writer.put(f"{folder}/index.json", simple.render_project_json(project, page))
             writer.put(f"{folder}/index.html", simple.render_project_html(project, page))
             listed.setdefault(index, set()).add(project)
-    simple.version_of.cache_clear()  # its memo would otherwise grow with the mirror
+    # Their memos (65,536 entries each, a KernelWheel is about 1.5 KB) would otherwise
+    # grow with the mirror: one repository's names are all that is ever asked again.
+    simple.version_of.cache_clear()
+    parse_kernel_wheel.cache_clear()
     return listed
 
 
@@ -171,10 +176,10 @@ def needs_finish(store: Destination, hub_changes: bool) -> bool:
         or store.get(PAGES) is None
 
 
-def finish(store: Destination, listed: Mapping[str, frozenset[str]], touched: Iterable[str] = (), *,
+def finish(store: Destination, listed: Mapping[str, RepoListing], touched: Iterable[str] = (), *,
            prune: bool = False) -> FinishResult:
-    """Fold, yank or prune, write pages. ``listed``: repository -> the versions the Hub
-    has now, for the repositories this run listed; ``touched``: those whose records the
+    """Fold, yank or prune, write pages. ``listed``: repository -> what the Hub has now,
+    for the repositories this run listed; ``touched``: those whose records the
     Hub's releases change, or with objects to delete (the plan knows). Call it holding
     the lease."""
     result = FinishResult()
@@ -196,9 +201,16 @@ def finish(store: Destination, listed: Mapping[str, frozenset[str]], touched: It
 
     indexes: dict[str, set[str]] = {i: set(p) for i, p in pages.indexes.items()}
     owners = dict(pages.owners)
+    covered = dict(pages.covered)
     with_garbage: list[str] = []
     for repo in repos:
-        state, _, pending = _merged(store, repo, listed.get(repo), prune, result)
+        listing = listed.get(repo)
+        state, _, pending = _merged(store, repo, listing.versions if listing else None, prune, result)
+        covered.pop(repo, None)
+        if listing is not None and not state.garbage and covered_items(listing) == \
+                {(r.version, r.variant, r.commit) for r in state.records.values() if r.yanked is None} \
+                and all(r.yanked is None for r in state.records.values()):
+            covered[repo] = listing.digest
         for project in {r.project for r in state.records.values()}:
             if owners.setdefault(project, repo) != repo:
                 raise DistributionError(f"{repo} and {owners[project]} both give the project {project}; "
@@ -232,7 +244,7 @@ def finish(store: Destination, listed: Mapping[str, frozenset[str]], touched: It
                            for name in ("index.json", "index.html")])
     for repo in with_garbage:
         _collect_garbage(store, repo)
-    new_pages = PagesRecord(targets, {i: p for i, p in indexes.items() if p}, owners).to_bytes()
+    new_pages = PagesRecord(targets, {i: p for i, p in indexes.items() if p}, owners, covered).to_bytes()
     if store.get(PAGES) != new_pages:
         store.put(PAGES, new_pages)
     result.pages_written = writer.written

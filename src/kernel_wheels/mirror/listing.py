@@ -9,17 +9,22 @@ from the Hub is checked before it is used (:mod:`kernel_wheels.confine`).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..confine import commit_id, file_name
 from ..errors import SourceError, UnexpectedAnswerError
 from ..kernel.revision import Revision
 from ..kernel.versions import tag_version
-from ..network import NetworkSettings
-from ..sources.hub import HubSource
 from .state import check_repo_id
+
+if TYPE_CHECKING:
+    from ..network import NetworkSettings
+    from ..sources.hub import HubSource
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,13 @@ class RepoListing:
     @property
     def variants(self) -> int:
         return sum(len(r.variants) for r in self.releases)
+
+    @cached_property
+    def digest(self) -> str:
+        """Changes when anything listed changes (a release, a tag's commit, a variant)."""
+        text = json.dumps([self.repo, sorted([r.version, r.tag, r.commit, sorted(r.variants), r.refused]
+                                             for r in self.releases)])
+        return hashlib.sha256(text.encode()).hexdigest()
 
 
 class Lister(Protocol):
@@ -80,6 +92,8 @@ class HubLister:
         self.network, self.repo_type = network, repo_type
 
     def source(self, repo: str, locked: Mapping[str, str] | None = None) -> HubSource:
+        from ..sources.hub import HubSource
+
         return HubSource(repo, repo_type=self.repo_type, network=self.network, locked_variants=locked)
 
     def list(self, repo: str) -> RepoListing:

@@ -18,17 +18,26 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..convert.pipeline import ConvertOptions, to_wheels
-from ..distribution.wheelfacts import read_facts
 from ..errors import KernelWheelsError
 from ..kernel.selection import VariantFilter
 from ..kernel.versions import RequestKind, VersionRequest
 from .finish import FinishResult, decided_by_hub, finish, needs_finish, object_keys
 from .lease import DEFAULT_TTL, Lease
 from .listing import HubLister, RepoListing
-from .plan import Action, Item, Shard, VersionSelection, plan_repo
+from .plan import Action, Item, Shard, VersionSelection, count_items, plan_repo
 from .progress import ItemDone, Listed, Message, Planned, Progress, silent
-from .state import Known, Record, encode, load_state, parse_pending, pending_key, pending_keys
+from .state import (
+    PENDING,
+    Known,
+    PagesRecord,
+    Record,
+    encode,
+    load_state,
+    parse_pending,
+    pending_key,
+    pending_keys,
+    repo_of_pending,
+)
 from .store import Destination, FolderDestination, KillingDestination
 
 
@@ -91,8 +100,15 @@ def mirror(listings: Sequence[RepoListing], store: Destination, options: MirrorO
     rows: list[Row] = []
     skipped = 0
     touched: list[str] = []  # repositories whose records the Hub changes, or with garbage
+    covered = PagesRecord.load(store).covered
+    with_pending = {repo_of_pending(key) for key in store.keys(f"{PENDING}/")}
     for listing in listings:  # one repository's records in memory at a time
         progress(Listed(listing.repo, len(listing.releases), listing.variants))
+        if covered.get(listing.repo) == listing.digest and listing.repo not in with_pending:
+            # The last finish found this very listing wholly in the state (and nothing
+            # is pending): every item is there, and nothing needs the state read.
+            skipped += count_items(listing, options.versions, options.filters, options.shard)
+            continue
         known, garbage = _known(store, listing.repo)
         if garbage or decided_by_hub(known.values(), listing.versions, options.prune):
             touched.append(listing.repo)
@@ -111,7 +127,7 @@ def mirror(listings: Sequence[RepoListing], store: Destination, options: MirrorO
         return MirrorResult(store.description, str(options.shard), True, tuple(_sorted(rows)), 0, skipped)
 
     rows += _convert_all(work, listings, store, options, lister or HubLister(), progress)
-    listed = {listing.repo: listing.versions for listing in listings}
+    listed = {listing.repo: listing for listing in listings}
     done = FinishResult()
     if isinstance(store, (FolderDestination, KillingDestination)):
         store.clean_temp()
@@ -175,6 +191,8 @@ def _convert_release(planned: list[Action], store: Destination, options: MirrorO
                      lister: HubLister, locked: Any) -> list[tuple[Action, Record]]:
     """Convert one release's planned variants; upload each wheel's objects, then its
     record. Returns the (action, record) pairs uploaded, in the planned order."""
+    from ..convert.pipeline import ConvertOptions, to_wheels  # only a run that converts loads them
+
     first = planned[0].item
     names = {a.item.variant: a for a in planned}
     filters = replace(VariantFilter(), patterns=tuple(glob.escape(n) for n in names))
@@ -192,6 +210,8 @@ def _convert_release(planned: list[Action], store: Destination, options: MirrorO
 
 
 def _upload(store: Destination, item: Item, path: Path) -> Record:
+    from ..distribution.wheelfacts import read_facts
+
     facts, metadata = read_facts(path)
     wheel_key, metadata_key = object_keys(path.name)
     store.put_file(wheel_key, path)

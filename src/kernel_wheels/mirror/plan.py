@@ -110,9 +110,12 @@ def plan_repo(listing: RepoListing, known: Mapping[tuple[str, str, str], Known],
               replace_moved: bool) -> list[Action]:
     """The actions of one repository, in (version, variant) order."""
     actions = []
+    kept: dict[str, bool] = {}  # a kernel's variants repeat in every release
     for release in sorted(selection.select(listing.releases), key=lambda r: Version(r.version)):
         for variant in release.variants:
-            if not shard.owns(listing.repo, release.version, variant) or not _kept(variant, filters):
+            if variant not in kept:
+                kept[variant] = _kept(variant, filters)
+            if not kept[variant] or not shard.owns(listing.repo, release.version, variant):
                 continue
             item = Item(listing.repo, release.version, release.tag, release.commit, variant)
             record = known.get(item.key)
@@ -127,6 +130,35 @@ def plan_repo(listing: RepoListing, known: Mapping[tuple[str, str, str], Known],
                 actions.append(Action(kind, item, f"{release.tag} moved from {record[0][:12]} "
                                       f"to {item.commit[:12]}"))
     return actions
+
+
+def count_items(listing: RepoListing, selection: VersionSelection, filters: VariantFilter,
+                shard: Shard) -> int:
+    """How many items :func:`plan_repo` would plan (all skipped, when the state is known to
+    cover the listing)."""
+    kept: dict[str, bool] = {}
+    count = 0
+    for release in selection.select(listing.releases):
+        for variant in release.variants:
+            if variant not in kept:
+                kept[variant] = _kept(variant, filters)
+            count += kept[variant] and shard.owns(listing.repo, release.version, variant)
+    return count
+
+
+def covered_items(listing: RepoListing) -> set[tuple[str, str, str]]:
+    """(version, variant, commit) of every item of the listing a mirror can hold."""
+    kept: dict[str, bool] = {}
+    found = set()
+    for release in listing.releases:
+        if release.refused:
+            continue
+        for variant in release.variants:
+            if variant not in kept:
+                kept[variant] = _kept(variant, VariantFilter())
+            if kept[variant]:
+                found.add((release.version, variant, release.commit))
+    return found
 
 
 def _kept(variant: str, filters: VariantFilter) -> bool:

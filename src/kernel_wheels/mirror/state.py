@@ -196,11 +196,15 @@ class PagesRecord:
     indexes: dict[str, set[str]] = field(default_factory=dict)
     #: project -> the repository that gives it.
     owners: dict[str, str] = field(default_factory=dict)
+    #: repository -> the digest of the listing its state held every item of, when the
+    #: pages were written (a re-run of that listing need not read the state).
+    covered: dict[str, str] = field(default_factory=dict)
 
     def to_bytes(self) -> bytes:
         return encode({"format": FORMAT, "targets": sorted(self.targets),
                        "indexes": {k: sorted(v) for k, v in sorted(self.indexes.items())},
-                       "owners": dict(sorted(self.owners.items()))})
+                       "owners": dict(sorted(self.owners.items())),
+                       "covered": dict(sorted(self.covered.items()))})
 
     @classmethod
     def load(cls, store: Destination) -> PagesRecord:
@@ -210,6 +214,6 @@ class PagesRecord:
         try:
             data = json.loads(raw)
             return cls(set(data["targets"]), {k: set(v) for k, v in data["indexes"].items()},
-                       dict(data["owners"]))
+                       dict(data["owners"]), dict(data.get("covered", {})))
         except (ValueError, KeyError, TypeError, AttributeError):
             return cls()  # every page is written again
