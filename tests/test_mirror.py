@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -88,10 +89,18 @@ def test_folder_and_bucket_hold_the_same_bytes_and_a_rerun_writes_nothing(
         env: dict[str, str], s3: S3Server, tmp_path: Path) -> None:
     site = tmp_path / "site"
     bucket = new_bucket(s3)
-    first = as_json(mirror(*REPOS, "--to", site, "--json", env=env))
-    mirror(*REPOS, "--to", f"s3://{bucket}/kernels", env=env)
+    run = mirror(*REPOS, "--to", site, "--json", env=env)
+    first = as_json(run)
+    to_bucket = mirror(*REPOS, "--to", f"s3://{bucket}/kernels", env=env)
     items = sum(len(v) for releases in KERNELS.values() for _, v in releases)
     assert first["counts"]["added"] == items and first["counts"]["refused"] == 0
+    # Progress per repository and overall (bytes, rate) on stderr; the table on stdout.
+    assert "mirror-org/alpha: 3 release(s), 16 variant(s)" in run.stderr
+    assert f"[{items}/{items}] mirror-org/gamma 3.0.0" in run.stderr \
+        and re.search(r"overall [\d.]+ [kMG]?B at [\d.]+ [kMG]?B/s\)", run.stderr)
+    table = to_bucket.stdout.splitlines()
+    assert sum(line.startswith("added  mirror-org/") for line in table) == items
+    assert table[-1].startswith(f"s3://{bucket}/kernels: {items} added, 0 skipped;")
 
     folder = folder_snapshot(site)
     assert folder == s3.snapshot(bucket, "kernels")
@@ -161,6 +170,20 @@ def test_version_and_variant_selection(env: dict[str, str], tmp_path: Path) -> N
         ["alpha-1.1.0+cuda-py3-none-any.whl",
          "alpha-1.1.0+torch27cu128cxx11-cp39-abi3-manylinux_2_28_x86_64.whl"]
     assert (tmp_path / "b" / "torch27-cxx11-cu128" / "simple" / "alpha" / "index.html").is_file()
+
+
+def test_a_wider_filter_adds_only_the_new_variants(env: dict[str, str], tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    narrow = as_json(mirror("mirror-org/beta", "--to", site, "--variant", "torch-universal", "--json", env=env))
+    assert narrow["counts"]["added"] == 2
+    before = {p.name: p.stat().st_mtime_ns for p in (site / "files").iterdir()}
+    wide = as_json(mirror("mirror-org/beta", "--to", site, "--json", env=env))
+    assert wide["counts"] == {**wide["counts"], "added": 1, "skipped": 2}
+    assert [(i["version"], i["variant"]) for i in wide["items"]] == [("0.2.0", "torch-cpu")]
+    after = {p.name: p.stat().st_mtime_ns for p in (site / "files").iterdir()}
+    assert {k: v for k, v in after.items() if k in before} == before  # nothing converted again
+    again = as_json(mirror("mirror-org/beta", "--to", site, "--json", env=env))
+    assert again["counts"]["skipped"] == 3 and again["pages_written"] == 0
 
 
 def test_a_lock_mirrors_the_locked_release(env: dict[str, str], hub: str, tmp_path: Path) -> None:
@@ -309,8 +332,9 @@ def test_a_run_killed_at_any_write_is_finished_by_the_next(env: dict[str, str], 
     for k in range(1, writes + 1):
         bucket = new_bucket(s3)
         dest = f"s3://{bucket}/k"
-        proc = mirror(*KILL_REPOS, "--to", dest, env={**env, "KERNEL_WHEELS_MIRROR_KILL_AFTER_WRITES": str(k)},
-                      check=False)
+        # -j 1: one process makes every write (the hook kills the process that writes).
+        proc = mirror(*KILL_REPOS, "--to", dest, "-j", "1",
+                      env={**env, "KERNEL_WHEELS_MIRROR_KILL_AFTER_WRITES": str(k)}, check=False)
         if proc.returncode == 0:
             break  # the run has fewer writes than k
         assert proc.returncode == -signal.SIGKILL, proc.stderr

@@ -55,7 +55,8 @@ def register(commands: Any) -> argparse.ArgumentParser:
                     help="convert again a release whose tag moved to another commit")
     mp.add_argument("--dry-run", action="store_true", help="list the plan; download no binaries")
     mp.add_argument("-j", "--jobs", type=int, default=0,
-                    help="wheels produced at once per release (default: one per CPU)")
+                    help="wheels produced at once per release, and processes writing pages "
+                         "(default: one per CPU)")
     mp.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     add_source(mp)
     add_network(mp)
@@ -120,7 +121,11 @@ class _Renderer:
 
 
 def _mb(size: float) -> str:
-    return f"{size / 1e6:.1f} MB"
+    """1.5 kB, 23.4 MB, 1.2 GB: the size as a person reads it."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size:.0f} B"
 
 
 def _table(result: Any) -> None:

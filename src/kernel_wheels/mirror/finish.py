@@ -16,7 +16,10 @@ holds one repository's records at a time (and the names of projects and targets)
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import multiprocessing
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from urllib.parse import quote
 
@@ -46,6 +49,8 @@ from .store import Destination
 
 #: The reason a release deleted on the Hub is yanked with.
 DELETED = "deleted on the Hub"
+#: Fewer repositories than this are finished in the run's own process.
+PARALLEL_FROM = 2
 
 
 @dataclass
@@ -148,14 +153,13 @@ def _merge(state: RepoState, pending: list[Record], present: frozenset[str] | No
 
 
 def _merged(store: Destination, repo: str, present: frozenset[str] | None, prune: bool,
-            result: FinishResult) -> tuple[RepoState, bool, list[str]]:
+            result: FinishResult) -> tuple[RepoState, list[str]]:
     """The repository's state with its pending records folded in and the Hub's deletions
-    applied; whether that changed it; the pending records folded (only those may go)."""
+    applied; and the pending records folded (only those may go)."""
     state = load_state(store, repo)
-    before = (dict(state.records), list(state.garbage))
     keys = pending_keys(store, repo)
     _merge(state, load_pending(store, keys), present, prune, result)
-    return state, (state.records, state.garbage) != before, keys
+    return state, keys
 
 
 def decided_by_hub(records: Iterable[Known], present: frozenset[str], prune: bool) -> bool:
@@ -177,11 +181,12 @@ def needs_finish(store: Destination, hub_changes: bool) -> bool:
 
 
 def finish(store: Destination, listed: Mapping[str, RepoListing], touched: Iterable[str] = (), *,
-           prune: bool = False) -> FinishResult:
+           prune: bool = False, workers: int = 1) -> FinishResult:
     """Fold, yank or prune, write pages. ``listed``: repository -> what the Hub has now,
     for the repositories this run listed; ``touched``: those whose records the
-    Hub's releases change, or with objects to delete (the plan knows). Call it holding
-    the lease."""
+    Hub's releases change, or with objects to delete (the plan knows); ``workers``:
+    processes writing repositories' pages at once (0: one per CPU). Call it holding the
+    lease."""
     result = FinishResult()
     pages = PagesRecord.load(store)
     writer = _Writer(store)
@@ -203,33 +208,28 @@ def finish(store: Destination, listed: Mapping[str, RepoListing], touched: Itera
     owners = dict(pages.owners)
     covered = dict(pages.covered)
     with_garbage: list[str] = []
-    for repo in repos:
-        listing = listed.get(repo)
-        state, _, pending = _merged(store, repo, listing.versions if listing else None, prune, result)
-        covered.pop(repo, None)
-        if listing is not None and not state.garbage and covered_items(listing) == \
-                {(r.version, r.variant, r.commit) for r in state.records.values() if r.yanked is None} \
-                and all(r.yanked is None for r in state.records.values()):
-            covered[repo] = listing.digest
-        for project in {r.project for r in state.records.values()}:
-            if owners.setdefault(project, repo) != repo:
+    jobs = [_RepoJob(store, repo, listed.get(repo), tuple(sorted(targets)), prune) for repo in repos]
+    for done in _run_jobs(jobs, owners, workers):
+        repo = done.repo
+        for project in sorted(done.projects):
+            if owners.setdefault(project, repo) != repo:  # two new repositories in one finish
                 raise DistributionError(f"{repo} and {owners[project]} both give the project {project}; "
                                         "mirror them into different destinations")
         for project in [p for p, owner in owners.items() if owner == repo]:
             for members in indexes.values():
                 members.discard(project)
-        listed_now = render_repo(state, targets, writer)
-        gone = {p for p, owner in owners.items() if owner == repo} - \
-            {p for members in listed_now.values() for p in members}
-        for project in gone:
-            del owners[project]
-        for index, members in listed_now.items():
+            if project not in done.projects:
+                del owners[project]
+        for index, members in done.listed.items():
             indexes.setdefault(index, set()).update(members)
-        if store.get(state_key(repo)) != state.to_bytes():
-            store.put(state_key(repo), state.to_bytes())
-        if state.garbage:
+        covered.pop(repo, None)
+        if done.covered is not None:
+            covered[repo] = done.covered
+        if done.garbage:
             with_garbage.append(repo)
-        store.delete_many(pending)
+        result.yanked += done.yanked
+        result.pruned += done.pruned
+        result.pages_written += done.written
         result.repos_rendered += 1
 
     for index in [ROOT_INDEX, *sorted(targets)]:
@@ -247,8 +247,84 @@ def finish(store: Destination, listed: Mapping[str, RepoListing], touched: Itera
     new_pages = PagesRecord(targets, {i: p for i, p in indexes.items() if p}, owners, covered).to_bytes()
     if store.get(PAGES) != new_pages:
         store.put(PAGES, new_pages)
-    result.pages_written = writer.written
+    result.pages_written += writer.written
     return result
+
+
+@dataclass(frozen=True)
+class _RepoJob:
+    store: Destination
+    repo: str
+    listing: RepoListing | None
+    targets: tuple[str, ...]
+    prune: bool
+
+
+@dataclass(frozen=True)
+class _RepoDone:
+    repo: str
+    projects: frozenset[str]
+    listed: dict[str, set[str]]  # index -> projects listed there
+    covered: str | None  # the listing's digest when the state holds all of it
+    garbage: bool
+    yanked: list[tuple[str, str]]
+    pruned: list[tuple[str, str]]
+    written: int
+
+
+def _finish_repo(job: _RepoJob, owners: Mapping[str, str]) -> _RepoDone:
+    """One repository: fold, yank or prune, its pages, its state, then its pending
+    records go. ``owners``: project -> repository, as known before (a project another
+    repository gives is refused before any page of it is written)."""
+    store, repo, listing = job.store, job.repo, job.listing
+    result = FinishResult()
+    state, pending = _merged(store, repo, listing.versions if listing else None, job.prune, result)
+    projects = frozenset(r.project for r in state.records.values())
+    for project in sorted(projects):
+        if owners.get(project, repo) != repo:
+            raise DistributionError(f"{repo} and {owners[project]} both give the project {project}; "
+                                    "mirror them into different destinations")
+    writer = _Writer(store)
+    listed_now = render_repo(state, job.targets, writer)
+    if store.get(state_key(repo)) != state.to_bytes():
+        store.put(state_key(repo), state.to_bytes())
+    store.delete_many(pending)
+    records = state.records.values()
+    whole = listing is not None and not state.garbage and all(r.yanked is None for r in records) \
+        and covered_items(listing) == {(r.version, r.variant, r.commit) for r in records}
+    return _RepoDone(repo, projects, listed_now, listing.digest if whole and listing else None,
+                     bool(state.garbage), result.yanked, result.pruned, writer.written)
+
+
+def _run_jobs(jobs: list[_RepoJob], owners: dict[str, str], workers: int) -> Iterator[_RepoDone]:
+    """Each repository's finish, in order; in worker processes when there are several
+    repositories and workers (rendering pages is CPU work: threads would share one core).
+    Workers check ownership against what was known before this finish; two new
+    repositories giving one project are found by the caller, from the results."""
+    count = min(workers or os.cpu_count() or 1, len(jobs))
+    if count <= 1 or len(jobs) < PARALLEL_FROM:
+        for job in jobs:
+            yield _finish_repo(job, owners)
+        return
+    known = dict(owners)
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(count, mp_context=context, initializer=_die_with_parent,
+                             initargs=(os.getpid(),)) as pool:
+        yield from pool.map(_finish_repo, jobs, [known] * len(jobs), chunksize=1)
+
+
+def _die_with_parent(parent: int) -> None:
+    """A worker ends when its run is killed (as the site's workers do): a finish left
+    half-run by its parent is completed by the next run, never by an orphan."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _collect_garbage(store: Destination, repo: str) -> None:

@@ -49,7 +49,8 @@ class MirrorOptions:
     replace_moved: bool = False
     prune: bool = False
     dry_run: bool = False
-    #: Wheels produced at once per release (0: one per CPU).
+    #: Wheels produced at once per release, and repositories finished at once (0: one
+    #: per CPU).
     jobs: int = 0
     lease_ttl: float = DEFAULT_TTL
     lease_wait: float = 600.0
@@ -134,7 +135,7 @@ def mirror(listings: Sequence[RepoListing], store: Destination, options: MirrorO
     if needs_finish(store, bool(touched)):
         with Lease(store, ttl=options.lease_ttl, wait=options.lease_wait,
                    on_wait=lambda text: progress(Message(text))):
-            done = finish(store, listed, touched, prune=options.prune)
+            done = finish(store, listed, touched, prune=options.prune, workers=options.jobs)
     if isinstance(store, (FolderDestination, KillingDestination)):
         store.clean_temp()
     rows += [Row("yanked", repo, version, detail="deleted on the Hub") for repo, version in done.yanked]

@@ -65,6 +65,13 @@ class FolderDestination:
         #: asks for a few hundred thousand keys in a few thousand folders.
         self._proven: set[str] = set()
 
+    def __getstate__(self) -> dict[str, Any]:  # to a worker process: no lock, no memo
+        return {"root": self.root, "description": self.description}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["root"])  # type: ignore[misc]
+        self.description = state["description"]
+
     def _path(self, key: str) -> Path:
         folder, _, name = key.rpartition("/")
         if folder in self._proven and name and name not in (".", ".."):
@@ -190,6 +197,12 @@ class S3Destination:
     def __init__(self, bucket: str, prefix: str, client: Any) -> None:
         self.bucket, self.prefix, self.client = bucket, prefix, client
         self.description = f"s3://{bucket}/{prefix}".rstrip("/")
+
+    def __getstate__(self) -> dict[str, Any]:  # to a worker process: a client of its own
+        return {"bucket": self.bucket, "prefix": self.prefix}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["bucket"], state["prefix"], _s3_client())  # type: ignore[misc]
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
