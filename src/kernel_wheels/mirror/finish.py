@@ -10,8 +10,10 @@ anywhere is finished by the next one, with the same bytes):
 3. pages of projects an index no longer lists, then the objects of pruned wheels (no
    page lists them any more), then ``pages.json``.
 
-Pages are a pure function of the state: the same records give the same bytes. Memory
-holds one repository's records at a time (and the names of projects and targets).
+Pages are a pure function of the state: the same records give the same bytes. Each
+process holds one repository's records at a time (the run's own process, the names of
+projects and targets): peak memory does not grow with the mirror. Repositories are
+written by worker processes (``-j``), the root pages by the run's own, after them all.
 """
 
 from __future__ import annotations
