@@ -28,7 +28,11 @@ echo "test.sh: lint-imports (the wings' import direction, docs/architecture.md)"
 lint-imports --no-cache
 echo "test.sh: pytest" >&2
 status=0
-python -m pytest "$@" || status=$?
+# Parallel workers (pytest-xdist), whole test files to each so that a file's servers and
+# fixtures are made once; most tests wait on subprocesses and servers, so more workers
+# than the 2 cores of a CI machine still help. KW_TEST_WORKERS=0 runs in one process.
+workers=${KW_TEST_WORKERS:-3}
+python -m pytest -n "$workers" --dist loadfile "$@" || status=$?
 if [ $status = 5 ]; then
   echo "test.sh: pytest collected no tests" >&2
   exit 1

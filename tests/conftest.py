@@ -6,16 +6,48 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from helpers import ROOT, SAMPLE, Olah, olah_server
 
 ZIG = [sys.executable, "-m", "ziglang", "cc"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A shell starts a background job (`nohup scripts/test.sh &`, some CI runners) with
+    SIGINT ignored, and an ignored signal stays ignored across exec: every kernel-wheels
+    the tests start would then ignore the Ctrl-C the interrupt tests send it. Python's
+    own handler is reset to the default in a child, so installing it here gives each
+    child the SIGINT a terminal would."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def shared_folder(tmp_path_factory: pytest.TempPathFactory, name: str,
+                  make: Callable[[Path], None]) -> Path:
+    """A folder made once per test run, even when pytest-xdist runs the tests in several
+    worker processes (each its own session): the first worker to ask makes it under a
+    file lock in the run's common base folder, the others wait and reuse it. For the
+    expensive session builds (the sample kernel for CPU and CUDA, cross-compiled
+    binaries), which no test modifies."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # pytest-of-<user>/pytest-<n>/, above each worker's own folder
+    folder = base / f"shared-{name}"
+    with FileLock(f"{folder}.lock"):
+        if not (folder / ".made").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            make(folder)
+            (folder / ".made").touch()
+    return folder
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -55,10 +87,12 @@ def cpu_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`kernel-wheels build` of the sample kernel with this venv's torch 2.13.0 (CPU)."""
     if (prebuilt := _prebuilt(tmp_path_factory, "torch213-cxx11-cpu-x86_64-linux")) is not None:
         return prebuilt
-    out = tmp_path_factory.mktemp("cpu-build")
-    subprocess.run([sys.executable, "-m", "kernel_wheels", "build", str(SAMPLE), "-o", str(out)],
-                   check=True, capture_output=True, text=True)
-    return out / "build" / "torch213-cxx11-cpu-x86_64-linux"
+
+    def make(out: Path) -> None:
+        subprocess.run([sys.executable, "-m", "kernel_wheels", "build", str(SAMPLE), "-o", str(out)],
+                       check=True, capture_output=True, text=True)
+
+    return shared_folder(tmp_path_factory, "cpu-build", make) / "build" / "torch213-cxx11-cpu-x86_64-linux"
 
 
 @pytest.fixture(scope="session")
@@ -66,11 +100,13 @@ def cuda_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The CUDA variant, built in the torch 2.14.1 (CUDA 13.0) venv with nvcc (no GPU)."""
     if (prebuilt := _prebuilt(tmp_path_factory, "torch214-cxx11-cu130-x86_64-linux")) is not None:
         return prebuilt
-    out = tmp_path_factory.mktemp("cuda-build")
-    proc = subprocess.run([str(_cuda_python()), "-m", "kernel_wheels", "build", str(SAMPLE),
-                           "-o", str(out), "--backend", "cuda"], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    return out / "build" / "torch214-cxx11-cu130-x86_64-linux"
+
+    def make(out: Path) -> None:
+        proc = subprocess.run([str(_cuda_python()), "-m", "kernel_wheels", "build", str(SAMPLE),
+                               "-o", str(out), "--backend", "cuda"], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+
+    return shared_folder(tmp_path_factory, "cuda-build", make) / "build" / "torch214-cxx11-cu130-x86_64-linux"
 
 
 @pytest.fixture(scope="session")
@@ -97,9 +133,6 @@ def kernel_repo(tmp_path_factory: pytest.TempPathFactory, build_output: Path) ->
 def foreign_binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Real binaries for other platforms, cross-compiled with zig: an aarch64 Linux .so,
     an arm64 macOS (min 26.0) and a 14.0 one, and an x86-64 Windows DLL."""
-    out = tmp_path_factory.mktemp("foreign")
-    source = out / "ext.c"
-    source.write_text("void *PyInit__img2gray_x(void) { return 0; }\n")
     targets = {
         "linux-aarch64": ("aarch64-linux-gnu.2.28", "ext_aarch64.so"),
         "macos-26": ("aarch64-macos.26.0", "ext_macos26.so"),
@@ -107,12 +140,16 @@ def foreign_binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
         "macos-x86": ("x86_64-macos.26.0", "ext_macos_x86.so"),
         "windows": ("x86_64-windows-gnu", "ext.pyd"),
     }
-    result = {}
-    for key, (target, name) in targets.items():
-        subprocess.run([*ZIG, "-target", target, "-shared", "-O2", "-s", "-o", str(out / name),
-                        str(source)], check=True, capture_output=True, cwd=out)
-        result[key] = out / name
-    return result
+
+    def make(out: Path) -> None:
+        source = out / "ext.c"
+        source.write_text("void *PyInit__img2gray_x(void) { return 0; }\n")
+        for target, name in targets.values():
+            subprocess.run([*ZIG, "-target", target, "-shared", "-O2", "-s", "-o", str(out / name),
+                            str(source)], check=True, capture_output=True, cwd=out)
+
+    out = shared_folder(tmp_path_factory, "foreign", make)
+    return {key: out / name for key, (_, name) in targets.items()}
 
 
 # Every row of the wheel contract, with the layout and metadata form each one uses.
@@ -186,29 +223,30 @@ def bad_binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
     import torch.utils.cpp_extension as cpp
 
-    out = tmp_path_factory.mktemp("bad-binaries")
     python_include = sysconfig.get_paths()["include"]
-    (out / "plain.cpp").write_text(
+    sources = {
+        "plain.cpp":
         "#include <memory>\n#include <Python.h>\n"
         "std::shared_ptr<int> keep;\n"
         'extern "C" PyObject* PyInit__plain_ext() {\n'
         "  auto p = std::make_shared<int>(1); keep = p;\n"
         '  static PyModuleDef m = {PyModuleDef_HEAD_INIT, "_plain_ext", nullptr, 0, nullptr};\n'
-        "  return PyModule_Create(&m);\n}\n")
-    (out / "pyb.cpp").write_text(
+        "  return PyModule_Create(&m);\n}\n",
+        "pyb.cpp":
         "#include <pybind11/pybind11.h>\n"
-        "PYBIND11_MODULE(_pyb_ext, m) { m.def(\"add\", [](int a, int b) { return a + b; }); }\n")
-    (out / "api310.c").write_text(
+        "PYBIND11_MODULE(_pyb_ext, m) { m.def(\"add\", [](int a, int b) { return a + b; }); }\n",
+        "api310.c":
         "#include <Python.h>\n"
         'static PyModuleDef m = {PyModuleDef_HEAD_INIT, "_api310_ext", NULL, 0, NULL};\n'
         "PyMODINIT_FUNC PyInit__api310_ext(void) {\n"
         "  PyObject *mod = PyModule_Create(&m);\n"
-        '  PyModule_AddObjectRef(mod, "none", Py_None);\n  return mod;\n}\n')
-    (out / "clean.c").write_text(
+        '  PyModule_AddObjectRef(mod, "none", Py_None);\n  return mod;\n}\n',
+        "clean.c":
         "#include <Python.h>\n"
         'static PyModuleDef m = {PyModuleDef_HEAD_INIT, "_rpath_ext", NULL, 0, NULL};\n'
         "PyMODINIT_FUNC PyInit__rpath_ext(void) { return PyModule_Create(&m); }\n"
-        "int not_an_init(void) { return 1; }\n")
+        "int not_an_init(void) { return 1; }\n",
+    }
     torch_lib = cpp.library_paths()[0]
     builds = {
         "plain": ["g++", "-shared", "-fPIC", "-O2", "-DPy_LIMITED_API=0x03090000",
@@ -227,11 +265,15 @@ def bad_binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "noinit": ["gcc", "-shared", "-fPIC", "-DPy_LIMITED_API=0x03090000", f"-I{python_include}",
                    "clean.c", "-o", "_noinit.abi3.so", "-Wl,-rpath,$ORIGIN/../img2gray.libs"],
     }
-    result = {}
-    for key, cmd in builds.items():
-        subprocess.run(cmd, check=True, capture_output=True, cwd=out)
-        result[key] = out / cmd[cmd.index("-o") + 1]
-    return result
+
+    def make(out: Path) -> None:
+        for name, text in sources.items():
+            (out / name).write_text(text)
+        for cmd in builds.values():
+            subprocess.run(cmd, check=True, capture_output=True, cwd=out)
+
+    out = shared_folder(tmp_path_factory, "bad-binaries", make)
+    return {key: out / cmd[cmd.index("-o") + 1] for key, cmd in builds.items()}
 
 
 @pytest.fixture(scope="session")

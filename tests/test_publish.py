@@ -124,12 +124,13 @@ def test_install_from_the_servers_runs_the_op(servers: dict[str, IndexServer],
     torch is untouched. Each install replaces the previous img2gray in the same venv."""
     torch_before = torch_fingerprint(venv)
     branch_version = next(n for n in published["uv"] if "cpucxx11" in n).split("-")[1]
-    cases = [("pypiserver", "img2gray==1.1.2", "pip", "1.1.2+torch213cpucxx11"),  # kernel-wheels publish
-             ("pypiserver", "img2gray==1.1.1", "uv", "1.1.1+torch213cpucxx11"),  # twine upload
-             ("devpi", "img2gray", "pip", branch_version)]  # the newest: v1 branch, by uv publish
-    for server_kind, requirement, installer, version in cases:
+    cases = [("pypiserver", "img2gray==1.1.2", "pip", "1.1.2+torch213cpucxx11", ()),  # kernel-wheels publish
+             ("pypiserver", "img2gray==1.1.1", "uv", "1.1.1+torch213cpucxx11", ()),  # twine upload
+             # the newest, with --pre (a snapshot of branch v1 is a pre-release), by uv publish
+             ("devpi", "img2gray", "pip", branch_version, ("--pre",))]
+    for server_kind, requirement, installer, version, extra in cases:
         proc = run_cli("install", requirement, "--index-url", servers[server_kind].simple_url,
-                       "--python", venv, "--installer", installer, env=pip_env())
+                       "--python", venv, "--installer", installer, *extra, env=pip_env())
         assert f"chose {CPU_WHEEL.format(version.split('+')[0])}" in proc.stdout, proc.stderr
         result = run_op(venv)
         assert result == {"equal": True, "version": version, "file": result["file"]}

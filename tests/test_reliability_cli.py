@@ -38,7 +38,6 @@ TO_WHEEL = [
     (["--arch", "sparc"], {}, "--arch 'sparc' is not one of x86_64, aarch64"),
     (["--os", "plan9"], {}, "--os 'plan9' is not one of linux, darwin, windows"),
     (["--variant", " "], {}, "--variant is empty"),
-    (["-j", "-3"], {}, "--jobs -3: give a positive number of jobs (or 0 for one per CPU)"),
     (["--compression", "10"], {}, "--compression 10: a deflate level is 0 (store) to 9 (smallest)"),
     (["--compression", "-1"], {}, "--compression -1: a deflate level is 0 (store) to 9 (smallest)"),
     (["--python-version", "2.7"], {}, "--python-version '2.7' is not like 3.9"),
@@ -63,11 +62,14 @@ VERSIONS = [
     ([], "give a VERSION (e.g. 1.1.2, '>=1.1,<2' or 1) or --revision"),
 ]
 ARGPARSE = [  # argparse's own errors: its usage, then "PROG: error: ..."
-    (["1.1.2", "--jobs", "x"], "kernel-wheels to-wheel: error: argument -j/--jobs: invalid int value: 'x'"),
+    (["1.1.2", "--jobs", "x"], "kernel-wheels to-wheel: error: argument -j/--jobs: 'x' is not a whole number"),
+    (["1.1.2", "-j", "-3"], "kernel-wheels to-wheel: error: argument -j/--jobs: -3: give 1 or more (leave it "
+                            "out for one per CPU)"),
     (["1.1.2", "--timeout", "abc"], "kernel-wheels to-wheel: error: argument --timeout: invalid float value: 'abc'"),
     (["1.1.2", "--repo-type", "dataset"], "kernel-wheels to-wheel: error: argument --repo-type: invalid choice: "
                                           "'dataset' (choose from 'kernel', 'model')"),
-    (["1.1.2", "--no-such-option"], "kernel-wheels: error: unrecognized arguments: --no-such-option"),
+    # The command's own usage and name, not the top level's (issue #22).
+    (["1.1.2", "--no-such-option"], "kernel-wheels to-wheel: error: unrecognized arguments: --no-such-option"),
 ]
 
 
@@ -118,7 +120,7 @@ def test_json_error_objects(recorder: tuple[FaultProxy, dict[str, str]], kernel_
         (["to-wheel", "drbh/img2gray", "1.1.2", "--torch", "abc", "--json"], 2, "UsageError",
          "--torch 'abc' is not a torch version like 2.7"),
         (["to-wheel", "drbh/img2gray", "1.1.2", "--jobs", "x", "--json"], 2, "UsageError",
-         "argument -j/--jobs: invalid int value: 'x'"),
+         "argument -j/--jobs: 'x' is not a whole number"),
         (["to-wheel", kernel_repo, "9.9.9", "-o", tmp_path / "out", "--json"], 1, "RevisionNotFoundError",
          "version 9.9.9 not found; versions that exist: 1.1.1, 1.1.2, 1 (branch v1)"),
         (["to-wheel", "drbh/img2gray", "1.1.2", "--retries", "0", "--timeout", "1", "-o", tmp_path / "out", "--json"],
@@ -172,8 +174,11 @@ def test_check_exit_codes_as_documented(kernel_repo: Path, tmp_path: Path) -> No
         assert proc.stderr.strip().splitlines()[-1] == summary
     for paths, message in (([tmp_path / "nowhere.whl"], f"{tmp_path / 'nowhere.whl'} does not exist"),
                            ([empty], f"{empty} is a folder with no .whl files"),
-                           (["--jobs", "-1", good], "--jobs -1: give a positive number (or 0 for one per CPU)")):
+                           ):
         assert one_error_line(run_cli("check", *paths, check=False), 2) == message
+    refused = run_cli("check", "--jobs", "-1", good, check=False)
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines()[-1] == (
+        "kernel-wheels check: error: argument -j/--jobs: -1: give 1 or more (leave it out for one per CPU)")
     tally("cli", inputs=len(expectations) + 3)
 
 

@@ -150,9 +150,17 @@ def test_hub_down_then_back(proxy: FaultProxy, hub_env: dict[str, str], clean_by
                            env={**os.environ, **env}, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(1.0)  # the first tries are refused
+        # Up again once the first try has been refused (the run says so), not after a
+        # fixed delay that a loaded machine may not have reached the first try in.
+        assert run.stderr is not None
+        seen = []
+        for line in run.stderr:
+            seen.append(line)
+            if "Connection refused; trying again" in line:
+                break
         proxy.up()
-        stdout, stderr = run.communicate(timeout=60)
+        stdout, rest = run.communicate(timeout=60)
+        stderr = "".join(seen) + rest
     finally:
         if run.poll() is None:
             run.kill()

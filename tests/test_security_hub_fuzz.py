@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 
 from hostile_hub import COMMIT, REPO, VARIANT, Answer, HostileHub, Repo, hostile_hub
 
-ANSWERS_PER_RUN = int(os.environ.get("KW_FUZZ_MIN_ANSWERS", "5000"))
-EXAMPLES = int(os.environ.get("KW_FUZZ_EXAMPLES", "1500"))
+ANSWERS_PER_RUN = int(os.environ.get("KW_FUZZ_MIN_ANSWERS", "1500"))
+EXAMPLES = int(os.environ.get("KW_FUZZ_EXAMPLES", "400"))
 PRECIOUS = b"precious\n"
 TOKEN = "hf_fuzz_token_never_elsewhere"
 

@@ -55,8 +55,10 @@ def serving(hub: HostileHub, kernels: str, folder: Path, *args: str,
     """serve in front of ``hub``, its cache at ``folder/a/b/root/cache`` (deep enough
     that ``../../../..`` from inside it still lands in ``folder``), Hub calls tried once."""
     cache = folder / "a" / "b" / "root" / "cache"
+    # --unlisted degraded: a kernel the hostile Hub keeps from being listed at start-up
+    # is reported on /healthz, and the server still starts for the others.
     with serve(kernels, cache, {**env_for(hub, folder), **(env or {})}, "--retries", "0",
-               *args) as server:
+               "--unlisted", "degraded", *args) as server:
         try:
             yield server
         finally:
@@ -161,15 +163,16 @@ def test_hostile_variant_names_in_a_tree_listing_are_never_used(tmp_path: Path) 
     is refused whole, as to-wheel refuses it: a one-line 502, nothing written anywhere."""
     folders = [{"type": "directory", "path": path, "oid": "0" * 40}
                for path in ("build/torch-universal", "build/../../escaped", "build/bad\nname")]
-    with hostile_hub(**{"evil/tree": HubRepo({"v1.0.0": commit_of("tree")})}) as hub, \
-            serving(hub, "evil/tree", tmp_path) as server:
+    with hostile_hub(**{"evil/tree": HubRepo({"v1.0.0": commit_of("tree")})}) as hub:
+        # Hostile from the start: serve lists every kernel before it starts.
         hub.rule(r"/tree/[^/?]+/build\?", "raw", content_type="application/json",
                  body=json.dumps(folders).encode())
-        status, _, page = get(f"{server.base}simple/tree/", JSON_TYPE)
-        assert status == 502 and len(page.splitlines()) == 1 and b"escaped" in page, page
-        assert get(f"{server.base}files/{wheel_of('evil/tree')}")[0] in (404, 502)
-        assert written_outside(tmp_path, server) == []
-        no_traceback(server)
+        with serving(hub, "evil/tree", tmp_path) as server:
+            status, _, page = get(f"{server.base}simple/tree/", JSON_TYPE)
+            assert status == 502 and len(page.splitlines()) == 1 and b"escaped" in page, page
+            assert get(f"{server.base}files/{wheel_of('evil/tree')}")[0] in (404, 502)
+            assert written_outside(tmp_path, server) == []
+            no_traceback(server)
 
 
 def test_a_link_planted_in_the_cache_is_not_written_through(tmp_path: Path) -> None:
@@ -524,11 +527,11 @@ def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serv
     htpasswd = folder / "htpasswd"
     htpasswd.write_text(f"ci:{_passlib().hash(PASSWORD)}\n")  # type: ignore[attr-defined]
     repos = {GOOD: HubRepo({"v1.0.0": commit_of("good")}), "evil/html": HubRepo({"v1.0.0": commit_of("h")})}
-    with hostile_hub(**repos) as hub, \
-            serving(hub, f"{GOOD},evil/html", folder, "--auth-file", str(htpasswd)) as server:
-        hub.rule(r"/api/kernels/evil/html/refs", "raw", body=HTML)
-        assert get(f"{server.base}files/{GOOD_WHEEL}", auth=("ci", PASSWORD))[0] == 200
-        yield server, htpasswd
+    with hostile_hub(**repos) as hub:
+        hub.rule(r"/api/kernels/evil/html/refs", "raw", body=HTML)  # before serve lists it
+        with serving(hub, f"{GOOD},evil/html", folder, "--auth-file", str(htpasswd)) as server:
+            assert get(f"{server.base}files/{GOOD_WHEEL}", auth=("ci", PASSWORD))[0] == 200
+            yield server, htpasswd
 
 
 def _one_wrong_password(server: Serve, user: str, source: str) -> float:
@@ -682,10 +685,11 @@ UNUSABLE = {
 def hostile_answers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     folder = tmp_path_factory.mktemp("unusable")
     repos = {repo: HubRepo({"v1.0.0": commit_of(repo)}) for repo in [GOOD, *UNUSABLE]}
-    with hostile_hub(**repos) as hub, serving(hub, ",".join(repos), folder) as server:
-        for repo, (pattern, status, content_type, body) in UNUSABLE.items():
+    with hostile_hub(**repos) as hub:
+        for repo, (pattern, status, content_type, body) in UNUSABLE.items():  # before serve lists them
             hub.rule(pattern.format(repo=repo), "raw", status=status, content_type=content_type, body=body)
-        yield server
+        with serving(hub, ",".join(repos), folder) as server:
+            yield server
 
 
 @pytest.mark.parametrize("repo", sorted(UNUSABLE))

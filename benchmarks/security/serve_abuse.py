@@ -181,8 +181,10 @@ def run(folder: Path, count: int, idle_timeout: float, guessing_seconds: float) 
             attempts = hub.count(STALLED_FETCH)
 
     rows += [
-        Row("wrong password, known user", ms(statistics.median(known)), ms(max(known)), f"{ORACLE_TRIES} tries"),
-        Row("wrong password, unknown user", ms(statistics.median(unknown)), ms(max(unknown)), f"{ORACLE_TRIES} tries"),
+        Row("wrong password, known user", ms(statistics.median(known)), ms(max(known)),
+            f"{ORACLE_TRIES} tries"),
+        Row("wrong password, unknown user", ms(statistics.median(unknown)), ms(max(unknown)),
+            f"{ORACLE_TRIES} tries"),
         Row("unknown / known user time (medians)",
             note=f"{statistics.median(unknown) / statistics.median(known):.2f} (1.00: no oracle)"),
         Row("wrong passwords answered while measuring under guessing",

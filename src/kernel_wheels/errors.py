@@ -8,6 +8,8 @@ class KernelWheelsError(Exception):
     """Base of every error the tool reports to users."""
 
     exit_code = 1
+    #: What the command found before it failed, for its --json document.
+    json_details: dict[str, object] | None = None
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BuildError
+from ..progress import as_progress
 from . import object_cache
 from .compile_env import CompileUnit
 
@@ -58,6 +59,7 @@ def compile_units(units: list[CompileUnit], workdir: Path, jobs: int,
     total = len(units)
     done = 0
     prefix = f"{label}: " if label else ""
+    task = as_progress(log).task(f"{prefix}compiling", total)
     pending: deque[tuple[int, CompileUnit, str]] = deque()
     for index, unit in enumerate(units):
         key = object_cache.command_key(unit.arguments, unit.source, compiler_ids[unit.language])
@@ -65,6 +67,7 @@ def compile_units(units: list[CompileUnit], workdir: Path, jobs: int,
         if cached is not None:
             objects[index] = cached
             done += 1
+            task.advance()
             log(f"  {prefix}[{done}/{total}] {unit.relpath} (unchanged)")
         else:
             pending.append((index, unit, key))
@@ -92,11 +95,13 @@ def compile_units(units: list[CompileUnit], workdir: Path, jobs: int,
                 objects[index] = object_cache.store(
                     job.key, object_cache.extension_name(job.unit.arguments), job.output, job.depfile)
                 done += 1
+                task.advance()
                 log(f"  {prefix}[{done}/{total}] {job.unit.relpath} "
                     f"({time.monotonic() - job.started:.1f} s)")
             if running:
                 time.sleep(_POLL_SECONDS)
     finally:
+        task.finish()
         for job in running.values():
             _stop(job.process)
     return [objects[i] for i in range(total)]

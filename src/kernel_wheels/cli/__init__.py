@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -16,11 +17,11 @@ from typing import NoReturn
 
 from .. import __version__
 from ..errors import KernelWheelsError
-from .common import PROG, print_json_error, stderr
+from .common import PROG, add_output, print_json_error, stderr
 
 # Command modules, in the order `kernel-wheels --help` lists them.
 COMMANDS = ("to_wheel", "check", "variants", "versions", "build", "index", "yank", "publish", "install",
-            "local_kernels", "serve", "mirror")
+            "local_kernels", "serve", "completion", "mirror")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,7 +31,10 @@ class _Parser(argparse.ArgumentParser):
     json_errors = False
 
     def error(self, message: str) -> NoReturn:
-        print_json_error(argparse.Namespace(json=_Parser.json_errors), "UsageError", message, 2)
+        try:
+            print_json_error(argparse.Namespace(json=_Parser.json_errors), "UsageError", message, 2)
+        except BrokenPipeError:
+            _pipe_closed()  # no reader for the JSON: the usage still goes to stderr
         super().error(message)
 
 
@@ -46,8 +50,19 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMANDS:
         module = importlib.import_module(f".{name}", __name__)
         sub = module.register(commands)
-        sub.set_defaults(handler=module.run)
+        add_output(sub)
+        sub.set_defaults(handler=module.run, parser=sub)
     return parser
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """argparse's parse, except that an unknown option is reported with the usage of the
+    command it was given to, not the top level's."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command_parser: argparse.ArgumentParser = getattr(args, "parser", parser)
+        command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 class Terminated(BaseException):
@@ -59,18 +74,42 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
+        return code
+    except BrokenPipeError:  # also from an error's JSON document or argparse's usage
+        return _pipe_closed()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
+    if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (cli/completion.py)
+        import argcomplete
+
+        argcomplete.autocomplete(parser)  # answers and exits
     _Parser.json_errors = "--json" in (sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
+    from .progress import from_args
+
+    args.progress = from_args(args)
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return int(args.handler(args))
+    except BrokenPipeError:
+        raise  # to main: not an OSError of the command's
+    except EOFError:
+        # End of input (Ctrl-D) at a prompt: the question had no answer.
+        stderr(f"{PROG}: error: no answer at the prompt (end of input)")
+        print_json_error(args, "UsageError", "no answer at the prompt (end of input)", 2)
+        return 2
     except KernelWheelsError as exc:
         first, *rest = exc.message.splitlines() or [""]
         stderr(f"{PROG}: error: {first}")
         for line in rest:  # compiler output after a build error
             stderr(f"  {line}")
-        print_json_error(args, type(exc).__name__, first, exc.exit_code)
+        print_json_error(args, type(exc).__name__, first, exc.exit_code,
+                         getattr(exc, "json_details", None))
         return exc.exit_code
     except OSError as exc:  # the file system said no: a full disk, a read-only folder...
         where = f": {exc.filename}" if exc.filename else ""
@@ -88,6 +127,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _pipe_closed() -> int:
+    """stdout's reader went away (``| head -1``): stop quietly, as a program killed by
+    SIGPIPE would (exit 141), with nothing left for the interpreter to flush."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 141
 
 
 def _stopped(args: argparse.Namespace, signal_: BaseException) -> int:

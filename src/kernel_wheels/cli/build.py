@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .common import stderr
+from .common import positive_int, writable_folder
 
 
 def register(commands: Any) -> argparse.ArgumentParser:
@@ -32,7 +32,7 @@ def register(commands: Any) -> argparse.ArgumentParser:
     bd.add_argument("--arch", action="append", default=[], metavar="CAPABILITY",
                     help="compile CUDA code only for this capability, e.g. 9.0 or 9.0+PTX "
                          "(repeatable; default: TORCH_CUDA_ARCH_LIST, else kernel-builder's set)")
-    bd.add_argument("-j", "--jobs", type=int, default=0,
+    bd.add_argument("-j", "--jobs", type=positive_int, default=0,
                     help="compilers run at once (default: every core)")
     bd.add_argument("--no-manylinux", action="store_true",
                     help="build for this machine's glibc instead of manylinux_2_28 (for a "
@@ -46,19 +46,18 @@ def register(commands: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    writable_folder(args.output_dir, "-o")  # before any work (a build takes minutes)
     from ..building.pipeline import BuildOptions, build
-    from ..errors import BuildError, UsageError
+    from ..errors import BuildError
 
-    if args.jobs < 0:
-        raise UsageError("-j/--jobs must be a positive number")
     options = BuildOptions(tuple(args.backend), args.jobs or None, tuple(args.arch),
                            manylinux=not args.no_manylinux, target_arch=args.target_arch)
-    report = build(args.source_dir, args.output_dir, options, log=stderr)
+    report = build(args.source_dir, args.output_dir, options, log=args.progress)
     for result in report.built:
         print(result.path)
     counts = {s: sum(r.status == s for r in report.results) for s in ("built", "skipped", "failed")}
-    stderr(f"{report.kernel}: {counts['built']} built, {counts['skipped']} skipped, "
-           f"{counts['failed']} failed")
+    args.progress(f"{report.kernel}: {counts['built']} built, {counts['skipped']} skipped, "
+                  f"{counts['failed']} failed")
     if report.failed:
         if len(report.failed) == 1 and not report.built:
             raise BuildError(report.failed[0].message)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .common import stderr
+from .common import positive_int
 
 
 def register(commands: Any) -> argparse.ArgumentParser:
@@ -26,8 +26,7 @@ def register(commands: Any) -> argparse.ArgumentParser:
                     help="wheel files, or folders whose *.whl files are checked")
     ck.add_argument("--json", action="store_true",
                     help="print a JSON report on stdout (a JSON error object on a usage error)")
-    ck.add_argument("-v", "--verbose", action="store_true", help="list passed checks too")
-    ck.add_argument("-j", "--jobs", type=int, default=0,
+    ck.add_argument("-j", "--jobs", type=positive_int, default=0,
                     help="wheels checked at once, in worker processes (default: one per CPU)")
     return ck
 
@@ -51,10 +50,7 @@ def _wheels(paths: list[Path]) -> list[Path]:
 
 def run(args: argparse.Namespace) -> int:
     from ..checks import Status, check_wheels
-    from ..errors import UsageError
 
-    if args.jobs < 0:
-        raise UsageError(f"--jobs {args.jobs}: give a positive number (or 0 for one per CPU)")
     reports = check_wheels(_wheels(args.wheels), jobs=args.jobs)
     if args.json:
         print(json.dumps([r.to_dict() for r in reports], indent=2))
@@ -67,5 +63,5 @@ def run(args: argparse.Namespace) -> int:
                     continue
                 print(f"  {finding.status.value}: [{finding.check}] {finding.message}")
     failed = sum(not r.passed for r in reports)
-    stderr(f"{len(reports) - failed} of {len(reports)} wheels passed")
+    args.progress(f"{len(reports) - failed} of {len(reports)} wheels passed")
     return 1 if failed else 0

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 PROG = "kernel-wheels"
@@ -14,12 +16,58 @@ def stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def print_json_error(args: argparse.Namespace, kind: str, message: str, exit_code: int) -> None:
+def print_json_error(args: argparse.Namespace, kind: str, message: str, exit_code: int,
+                     details: dict[str, Any] | None = None) -> None:
     """With --json, a failure is a JSON object on stdout too, so scripts never parse
-    an empty output."""
+    an empty output; ``details`` (what the command found before it failed) go into the
+    same document: one document per run, success or failure."""
     if getattr(args, "json", False):
-        print(json.dumps({"error": {"type": kind, "message": message, "exit_code": exit_code}},
+        print(json.dumps({**(details or {}),
+                          "error": {"type": kind, "message": message, "exit_code": exit_code}},
                          indent=2))
+
+
+def writable_folder(path: Path, option: str) -> None:
+    """``-o`` checked before any work: a folder (or one that can be made) that can be
+    written to. One line, never the OS's raw error."""
+    from ..errors import UsageError
+
+    existing = path
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        where = "is a file" if existing == path else f"cannot be made: {existing} is a file"
+        raise UsageError(f"{option} {path} {where}, not a folder; give a folder")
+    try:
+        read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    if read_only or not os.access(existing, os.W_OK | os.X_OK):
+        why = "a read-only file system" if read_only else "permission denied"
+        raise UsageError(f"{option} {path}: cannot write there ({why}); give a folder you "
+                         "can write to")
+
+
+def positive_int(text: str) -> int:
+    """-j/--jobs: 1 or more (left out: one per CPU); 0 or less is a usage error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: give 1 or more (leave it out for one per CPU)")
+    return value
+
+
+def add_output(parser: argparse.ArgumentParser) -> None:
+    """-q/-v and --progress-bar, as pip has them, on every command."""
+    group = parser.add_argument_group("output")
+    group.add_argument("-q", "--quiet", action="count", default=0,
+                       help="less output: -q warnings and errors only, -qq errors only")
+    group.add_argument("-v", "--verbose", action="count", default=0,
+                       help="more output (details of each step)")
+    group.add_argument("--progress-bar", choices=("auto", "on", "off"), default="auto",
+                       help="progress bars on stderr: auto (on a terminal, the default), on, off")
 
 
 def add_filters(parser: argparse.ArgumentParser) -> None:

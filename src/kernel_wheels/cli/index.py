@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .common import stderr
+from .common import positive_int, writable_folder
 
 EPILOG = """\
 examples:
@@ -42,16 +42,17 @@ def register(commands: Any) -> argparse.ArgumentParser:
     ix.add_argument("--target", action="append", default=[], metavar="KEY",
                     help="also index this target, e.g. torch27-cxx11-cu129 (repeatable); "
                          "targets of the wheels' own builds are always indexed")
-    ix.add_argument("-j", "--jobs", type=int, default=0,
+    ix.add_argument("-j", "--jobs", type=positive_int, default=0,
                     help="processes checking new wheels (default: one per CPU)")
     ix.add_argument("--json", action="store_true", help="print a JSON result on stdout")
     return ix
 
 
 def run(args: argparse.Namespace) -> int:
+    writable_folder(args.output, "-o")  # before any work (a build takes minutes)
     from ..distribution.site import build_site
 
-    result = build_site(args.output, args.inputs, args.target, jobs=args.jobs, progress=stderr)
+    result = build_site(args.output, args.inputs, args.target, jobs=args.jobs, progress=args.progress)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,9 @@ from .common import stderr
 EPILOG = """\
 examples:
   kernel-wheels install img2gray --index-url http://pypi.internal:8080/simple/
+  PIP_INDEX_URL=http://pypi.internal:8080/simple/ kernel-wheels install img2gray   # or pip.conf
+  kernel-wheels install img2gray -i http://HOST/simple --extra-index-url http://OTHER/simple
+  kernel-wheels install img2gray --no-index -f ./wheels                   # a folder of wheels
   kernel-wheels install 'img2gray>=1.1,<2' --index-url https://devpi.internal/team/prod/+simple/
   kernel-wheels install img2gray==1.1.2 --index-url http://127.0.0.1:8000/simple --dry-run
   kernel-wheels install img2gray --index-url http://HOST/simple --python .venv/bin/python --installer uv
@@ -22,8 +26,14 @@ what the Hub's kernel loader would pick (same torch major.minor; CUDA of the sam
 and not newer, nearest first; stable-ABI builds for torch at or above their version;
 then the backend's Python-only build; torch-universal last), says why, downloads that
 exact file (its sha256 checked against the index's) and installs it with torch pinned
-to the installed version. The index's credentials (the URL's user part) go only to the
-index's own origin, and reach pip/uv through their environment, never their argv.
+to the installed version, as NAME==VERSION from a folder holding only that file (so
+pip freeze shows NAME==VERSION, an index install). Indexes as pip and uv take them:
+-i/--extra-index-url/-f/--no-index, else PIP_INDEX_URL, PIP_EXTRA_INDEX_URL,
+PIP_FIND_LINKS, UV_INDEX_URL (UV_DEFAULT_INDEX), UV_EXTRA_INDEX_URL (UV_INDEX), else
+pip.conf, else PyPI. Credentials: the URL's user part, else ~/.netrc, else the keyring;
+they go only to the index's own origin, and reach pip/uv through their environment,
+never their argv. Pre-releases (and snapshots of unreleased commits) only with --pre, a
+pin (==), or when nothing else fits.
 When nothing fits it lists every file with the reason it was rejected and exits 1. The
 target Python defaults to the activated virtual environment's, else the one running
 kernel-wheels.
@@ -38,8 +48,26 @@ def register(commands: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     ins.add_argument("requirement", metavar="NAME[SPEC]",
                      help="img2gray, img2gray==1.1.2 or 'img2gray>=1.1,<2'")
-    ins.add_argument("--index-url", required=True,
-                     help="the index's Simple API: its root /simple/ or a target index")
+    where = ins.add_argument_group("where to look (pip's and uv's options; default: "
+                                   "their variables, then pip.conf, then PyPI)")
+    where.add_argument("-i", "--index-url", metavar="URL",
+                       help="the index's Simple API: its root /simple/ or a target index "
+                            "(default: PIP_INDEX_URL, UV_INDEX_URL, pip.conf's index-url)")
+    where.add_argument("--extra-index-url", action="append", default=[], metavar="URL",
+                       help="another index to read (repeatable; default: PIP_EXTRA_INDEX_URL, "
+                            "UV_EXTRA_INDEX_URL, pip.conf)")
+    where.add_argument("-f", "--find-links", action="append", default=[], metavar="PATH_OR_URL",
+                       help="a folder of wheels or an HTML page of links (repeatable)")
+    where.add_argument("--no-index", action="store_true",
+                       help="read no index, only --find-links")
+    where.add_argument("--pre", action="store_true",
+                       help="include pre-releases and snapshots (.devN) of unreleased commits")
+    where.add_argument("--cert", metavar="PATH", help="CA bundle to verify the index with")
+    where.add_argument("--client-cert", metavar="PATH",
+                       help="client certificate: one PEM file with the key and certificate")
+    where.add_argument("--keyring-provider", choices=["auto", "import", "subprocess", "disabled"],
+                       help="where index credentials may come from when the URL and ~/.netrc "
+                            "have none (default: auto, the keyring package if installed)")
     ins.add_argument("--python", type=Path, help="the Python to install into")
     ins.add_argument("--installer", choices=["pip", "uv"], default="pip",
                      help="what installs the chosen file into the target Python (default: pip)")
@@ -51,27 +79,41 @@ def register(commands: Any) -> argparse.ArgumentParser:
     return ins
 
 
+def _prefix(python: Path | None) -> str | None:
+    """The target environment's prefix, for its pip.conf (pip's "site" configuration)."""
+    if python is None:
+        return os.environ.get("VIRTUAL_ENV")
+    folder = python.absolute().parent.parent
+    return str(folder) if (folder / "pyvenv.cfg").is_file() else None
+
+
 def run(args: argparse.Namespace) -> int:
+    from ..distribution.index_settings import IndexFlags, resolve
     from ..distribution.install import install
     from ..distribution.transport import index_timeout
     from ..errors import NoMatchingWheelError
 
-    result = install(args.requirement, args.index_url, python=args.python,
-                     installer=args.installer, dry_run=args.dry_run, progress=stderr,
+    flags = IndexFlags(args.index_url, tuple(args.extra_index_url), tuple(args.find_links),
+                       args.no_index, args.pre, args.cert, args.client_cert, args.keyring_provider)
+    settings = resolve(flags, prefix=_prefix(args.python))
+    result = install(args.requirement, settings, python=args.python,
+                     installer=args.installer, dry_run=args.dry_run, progress=args.progress,
                      timeout=index_timeout(args.timeout))
     choice = result.choice
-    if args.json:
-        print(json.dumps({**choice.to_dict(), "command": list(result.command),
-                          "index_env": list(result.index_env),
-                          "installed": result.installed}, indent=2))
     environment = choice.environment
+    document = {**choice.to_dict(), "command": list(result.command),
+                "index_env": list(result.index_env), "installed": result.installed}
     if choice.chosen is None:
-        for decision in choice.decisions:
+        for decision in choice.decisions:  # the error's reasons: shown even with -q
             stderr(f"  rejected {decision.file.filename}: {decision.rejected}")
-        raise NoMatchingWheelError(
+        error = NoMatchingWheelError(
             f"no wheel of {choice.project} fits {environment.describe()}: "
             f"{len(choice.decisions)} file(s) on the index, each rejected above")
-    if not args.json:
+        error.json_details = document  # one JSON document: the decision and the error
+        raise error
+    if args.json:
+        print(json.dumps(document, indent=2))
+    else:
         print(f"chose {choice.chosen.file.filename}")
         for line in choice.why:
             print(f"  why: {line}")
@@ -79,8 +121,8 @@ def run(args: argparse.Namespace) -> int:
             if decision.rejected is not None:
                 print(f"  rejected {decision.file.filename}: {decision.rejected}")
     if result.installed:
-        stderr(f"installed {choice.chosen.file.filename}; torch {environment.torch_version} "
-               "unchanged")
+        args.progress(f"installed {choice.chosen.file.filename}; torch {environment.torch_version} "
+                      "unchanged")
     else:
-        stderr("dry run: would run " + " ".join((*result.index_env, *result.command)))
+        args.progress("dry run: would run " + " ".join((*result.index_env, *result.command)))
     return 0

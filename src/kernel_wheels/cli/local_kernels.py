@@ -8,8 +8,6 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from .common import stderr
-
 EPILOG = """\
 examples:
   kernel-wheels local-kernels --python .venv/bin/python
@@ -48,12 +46,12 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for kernel in kernels:
         if kernel.repo_id is None:
-            stderr(f"{kernel.distribution} {kernel.version} was not converted from the Hub: "
-                   "it has no repository id to map")
+            args.progress(f"{kernel.distribution} {kernel.version} was not converted from the Hub: "
+                          "it has no repository id to map")
         elif ":" in str(kernel.path) or "=" in kernel.repo_id:
             raise UsageError(f"{kernel.path} holds ':', which LOCAL_KERNELS cannot carry")
     value = local_kernels_value(kernels)
     if not value:
-        stderr("no kernel wheel from the Hub is installed there")
+        args.progress("no kernel wheel from the Hub is installed there")
     print(f"export LOCAL_KERNELS={shlex.quote(value)}" if args.shell else value)
     return 0

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import add_filters, add_network, add_source, filters, network, stderr
+from .common import add_filters, add_network, add_source, filters, network, positive_int, stderr
 
 EPILOG = """\
 examples:
@@ -54,7 +54,7 @@ def register(commands: Any) -> argparse.ArgumentParser:
     mp.add_argument("--replace-moved", action="store_true",
                     help="convert again a release whose tag moved to another commit")
     mp.add_argument("--dry-run", action="store_true", help="list the plan; download no binaries")
-    mp.add_argument("-j", "--jobs", type=int, default=0,
+    mp.add_argument("-j", "--jobs", type=positive_int, default=0,
                     help="wheels produced at once per release, and processes writing pages "
                          "(default: one per CPU)")
     mp.add_argument("--json", action="store_true", help="print one JSON document on stdout")
@@ -75,8 +75,6 @@ def run(args: argparse.Namespace) -> int:
     options = MirrorOptions(filters(args), VersionSelection.parse(args.versions, args.newest),
                             Shard.parse(args.shard), args.replace_moved, args.prune, args.dry_run,
                             args.jobs)
-    if args.jobs < 0:
-        raise UsageError(f"--jobs {args.jobs}: give a positive number (or 0 for one per CPU)")
     store = with_faults(open_destination(args.to))
     lister = HubLister(network(args), args.repo_type)
     repos = list(args.repos)
@@ -85,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     listings = [lister.list(repo) for repo in dedupe(repos)]
     if args.lock:
         listings += locked_listings(args.lock, lister, options.filters)
-    renderer = _Renderer()
+    renderer = _Renderer(quiet=args.quiet > 0)
     result = mirror(listings, store, options, lister=lister, progress=renderer)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
@@ -97,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
 class _Renderer:
     """Progress on stderr: per repository, and overall with bytes and rate."""
 
-    def __init__(self) -> None:
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet  # -q: warnings and errors only (the final table still prints)
         self.start = time.monotonic()
         self.bytes = 0
         self.per_repo: dict[str, int] = {}
@@ -105,6 +104,8 @@ class _Renderer:
     def __call__(self, event: Any) -> None:
         from ..mirror.progress import ItemDone, Listed, Message, Planned
 
+        if self.quiet:
+            return
         if isinstance(event, Listed):
             stderr(f"{event.repo}: {event.releases} release(s), {event.variants} variant(s)")
         elif isinstance(event, Planned):

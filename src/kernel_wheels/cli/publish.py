@@ -7,8 +7,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .common import stderr
-
 EPILOG = """\
 examples:
   TWINE_USERNAME=ci TWINE_PASSWORD=... \\
@@ -27,6 +25,8 @@ same sha256 are skipped; a different file under an existing name is refused befo
 anything is uploaded. The index's Simple API (to see existing files) is found for
 pypiserver (/simple/) and devpi (/USER/INDEX/+simple/); give --index-url for other
 servers.
+--non-interactive never prompts; --dry-run checks and compares, uploading nothing;
+--cert and --client-cert are twine's (a CA bundle; a PEM file with key and certificate).
 `twine upload` and `uv publish` work with these wheels too (docs/distribution.md).
 """
 
@@ -48,6 +48,14 @@ def register(commands: Any) -> argparse.ArgumentParser:
     pb.add_argument("--index-url", help="the index's Simple API URL, when it cannot be "
                                         "derived from the upload URL")
     pb.add_argument("--no-keyring", action="store_true", help="do not ask the keyring")
+    pb.add_argument("--non-interactive", action="store_true",
+                    help="never prompt for a user name or password (twine's option)")
+    pb.add_argument("--dry-run", action="store_true",
+                    help="check and compare with the index, say what would be uploaded, "
+                         "upload nothing")
+    pb.add_argument("--cert", metavar="PATH", help="CA bundle to verify the index with")
+    pb.add_argument("--client-cert", metavar="PATH",
+                    help="client certificate: one PEM file with the key and certificate")
     pb.add_argument("--timeout", type=float, metavar="SECONDS",
                     help="connect timeout, and the window in which each transfer must move "
                          "64 KiB/s (default: $KERNEL_WHEELS_TIMEOUT or 60)")
@@ -58,18 +66,23 @@ def register(commands: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from ..distribution.credentials import resolve_repository
     from ..distribution.publish import publish
-    from ..distribution.transport import index_timeout
+    from ..distribution.transport import Tls, index_timeout
 
     timeout = index_timeout(args.timeout)
+    tls = Tls(args.cert, args.client_cert)
+    tls.context()  # a bad certificate file is a usage error before any work
     repository = resolve_repository(repository_url=args.repository_url,
                                     repository=args.repository, username=args.username,
                                     config_file=args.config_file,
-                                    use_keyring=not args.no_keyring)
-    outcomes = publish(args.inputs, repository, index_url=args.index_url, progress=stderr,
-                       timeout=timeout)
+                                    use_keyring=not args.no_keyring,
+                                    interactive=False if args.non_interactive else None)
+    outcomes = publish(args.inputs, repository, index_url=args.index_url, progress=args.progress,
+                       timeout=timeout, dry_run=args.dry_run, tls=tls)
     uploaded = sum(o.status == "uploaded" for o in outcomes)
-    stderr(f"done: {uploaded} uploaded, {len(outcomes) - uploaded} already there, to "
-           f"{repository.display}")
+    would = sum(o.status == "would upload" for o in outcomes)
+    there = len(outcomes) - uploaded - would
+    verb = f"{would} would be uploaded (dry run)" if args.dry_run else f"{uploaded} uploaded"
+    args.progress(f"done: {verb}, {there} already there, to {repository.display}")
     if args.json:
         print(json.dumps({"repository": repository.display,
                           "wheels": [o.to_dict() for o in outcomes]}, indent=2))

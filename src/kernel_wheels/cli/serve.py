@@ -71,6 +71,9 @@ def register(commands: Any) -> argparse.ArgumentParser:
     sv.add_argument("--auth-file", type=Path, metavar="HTPASSWD",
                     help="require HTTP basic authentication of clients, against this htpasswd "
                          "file (apr1, sha256/512-crypt, bcrypt with the bcrypt package)")
+    sv.add_argument("--unlisted", choices=["fail", "degraded"], default="fail",
+                    help="a kernel that cannot be listed at start-up: fail (do not start, the "
+                         "default) or degraded (serve the others; /healthz says degraded)")
     add_source(sv)
     add_network(sv)
     return sv
@@ -84,8 +87,9 @@ def _require_server_stack() -> None:
 
     missing = [name for name in ("starlette", "uvicorn") if importlib.util.find_spec(name) is None]
     if missing:
-        raise UsageError(f"kernel-wheels serve needs {' and '.join(missing)}: "
-                         "pip install 'kernel-wheels[serve]'")
+        raise UsageError(f"kernel-wheels serve needs {' and '.join(missing)}: install the "
+                         "serve extra: pip install 'kernel-wheels[serve] @ git+<repository URL>', "
+                         "or pip install '.[serve]' in a clone (README: Install)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         cache_size=parse_size(args.cache_size), auth_file=args.auth_file,
         repo_type=args.repo_type, timeout=args.timeout, retries=args.retries,
         idle_timeout=args.idle_timeout if args.idle_timeout is not None else idle_timeout_from_environment(),
-        conversions=args.conversions)
+        conversions=args.conversions, unlisted=args.unlisted)
     from ..serve.server import run_server
 
     run_server(settings)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .common import add_filters, add_network, add_source, filters, network, stderr
+from .common import add_filters, add_network, add_source, filters, network, positive_int
 
 EPILOG = """\
 examples:
@@ -71,7 +71,7 @@ def register(commands: Any) -> argparse.ArgumentParser:
     tw.add_argument("--variants", action="store_true",
                     help="also write each build's variant wheel (PEP 825 draft: "
                          "NAME-V-TAGS-LABEL.whl with .dist-info/variant.json; docs/variants.md)")
-    tw.add_argument("-j", "--jobs", type=int, default=0,
+    tw.add_argument("-j", "--jobs", type=positive_int, default=0,
                     help="wheels produced at once, in worker processes (default: one per CPU)")
     tw.add_argument("--json", action="store_true",
                     help="print a JSON result on stdout (a JSON error object on failure)")
@@ -113,15 +113,15 @@ def run(args: argparse.Namespace) -> int:
     )
     settings = network(args)
     if args.no_check:
-        stderr("warning: --no-check: wheels are written WITHOUT checking that they are "
-               "what their names claim")
+        args.progress("warning: --no-check: wheels are written WITHOUT checking that they are "
+                      "what their names claim")
     if args.lock is not None:
         return _run_locked(args, options, settings)
     assert request is not None
-    source = open_source(args.source, repo_type=args.repo_type, network=settings, progress=stderr)
-    result = to_wheels(source, request, options, progress=stderr)
-    stderr(f"done: {len(result.wheels)} wheels of {result.source} {result.version} "
-           f"in {args.output_dir} ({_statuses(result.wheels)})")
+    source = open_source(args.source, repo_type=args.repo_type, network=settings, progress=args.progress)
+    result = to_wheels(source, request, options, progress=args.progress)
+    args.progress(f"done: {len(result.wheels)} wheels of {result.source} {result.version} "
+                  f"in {args.output_dir} ({_statuses(result.wheels)})")
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     return 0
@@ -132,10 +132,10 @@ def _run_locked(args: argparse.Namespace, options: Any, settings: Any) -> int:
     from ..locked.pipeline import convert_locked
 
     lock = read_lock(args.lock)
-    stderr(lock.describe())
-    done = convert_locked(lock, options, network=settings, repo_type=args.repo_type, progress=stderr)
-    stderr(f"done: {len(done.wheels)} wheels of {len(done.results)} locked kernel(s) in "
-           f"{args.output_dir} ({_statuses(done.wheels)})")
+    args.progress(lock.describe())
+    done = convert_locked(lock, options, network=settings, repo_type=args.repo_type, progress=args.progress)
+    args.progress(f"done: {len(done.wheels)} wheels of {len(done.results)} locked kernel(s) in "
+                  f"{args.output_dir} ({_statuses(done.wheels)})")
     if args.json:
         print(json.dumps(done.to_dict(), indent=2))
     return 0

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from .common import add_filters, add_network, add_source, filters, network, stderr
+from .common import add_filters, add_network, add_source, filters, network
 
 
 def register(commands: Any) -> argparse.ArgumentParser:
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         if args.version is not None or args.revision is not None else None
     chosen = filters(args)
     source = open_source(args.source, repo_type=args.repo_type, network=network(args),
-                         progress=stderr)
+                         progress=args.progress)
     revision = source.resolve(request)
     variants, skipped = parse_folders(source.variant_names(revision))
     variants = [v for v in variants if chosen.matches(v)]
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
                          indent=2))
         return 0
     if revision.commit:
-        stderr(f"{source.display} at {revision.ref} ({revision.commit})")
+        args.progress(f"{source.display} at {revision.ref} ({revision.commit})")
     header = ("variant", "framework", "version", "backend", "cxx", "arch", "os")
     rows = [(v.name, v.framework, v.framework_version_str or "-",
              f"{v.backend}" + (f" {v.backend_version}" if v.backend_version else ""),
@@ -60,5 +60,5 @@ def run(args: argparse.Namespace) -> int:
     for row in [header, *rows]:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     for name, reason in skipped:
-        stderr(f"not a variant: build/{name} ({reason})")
+        args.progress(f"not a variant: build/{name} ({reason})")
     return 0

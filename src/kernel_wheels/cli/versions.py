@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from .common import add_network, add_source, network, stderr
+from .common import add_network, add_source, network
 
 
 def register(commands: Any) -> argparse.ArgumentParser:
@@ -31,14 +31,14 @@ def run(args: argparse.Namespace) -> int:
     from ..sources.releases import list_versions
 
     source = open_source(args.source, repo_type=args.repo_type, network=network(args),
-                         progress=stderr)
+                         progress=args.progress)
     versions = list_versions(source)
     if args.json:
         print(json.dumps({"source": source.display, "versions": [v.to_dict() for v in versions]},
                          indent=2))
         return 0
     if not versions:
-        stderr(f"{source.display} has no versions (no vX.Y.Z tags or vN branches)")
+        args.progress(f"{source.display} has no versions (no vX.Y.Z tags or vN branches)")
         return 0
     rows = [(v.version, "release" if v.kind == "release" else "major (newest build)", v.ref,
              v.commit[:12], f"{v.variants} variant{'s' if v.variants != 1 else ''}")

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .common import stderr
+from .common import writable_folder
 
 EPILOG = """\
 examples:
@@ -37,16 +37,17 @@ def register(commands: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    writable_folder(args.site, "SITE")  # before any work (a build takes minutes)
     from ..distribution.site import yank_release
 
     change, result = yank_release(args.site, args.name, args.version, reason=args.reason,
-                                  undo=args.undo, progress=stderr)
+                                  undo=args.undo, progress=args.progress)
     state = "yanked" if change.yanked else "not yanked"
     if not change.changed:
-        stderr(f"{change.project} {change.version} already was {state}")
+        args.progress(f"{change.project} {change.version} already was {state}")
     else:
-        stderr(f"{change.project} {change.version} is now {state}"
-               + (f" ({change.reason})" if change.yanked and change.reason else ""))
+        args.progress(f"{change.project} {change.version} is now {state}"
+                      + (f" ({change.reason})" if change.yanked and change.reason else ""))
     if args.json:
         print(json.dumps({"project": change.project, "version": change.version,
                           "yanked": change.yanked, "reason": change.reason,

@@ -29,6 +29,7 @@ from ..kernel.revision import Revision
 from ..kernel.selection import VariantFilter, select_variants
 from ..kernel.variants import Variant
 from ..kernel.versions import RequestKind, VersionRequest, wheel_version
+from ..progress import as_progress
 from ..sources import FetchedVariant, KernelSource
 from ..wheel import compression
 from ..wheel.plan import TagOptions, check_distribution_name
@@ -180,7 +181,8 @@ class _Conversion:
                  progress: Progress, cancel: threading.Event,
                  slots: compression.DeflateSlots | None = None) -> None:
         self.source, self.request, self.revision = source, request, revision
-        self.options, self.staging, self.pool, self.progress = options, staging, pool, progress
+        self.options, self.staging, self.pool = options, staging, pool
+        self.progress = as_progress(progress)
         self.cancel, self.slots = cancel, slots
         self.epoch = zip_epoch(options, revision)
         self.identity = _Identity(source.name)
@@ -250,13 +252,13 @@ class _Conversion:
         if self.pool is None:
             future: Future[ProducedWheel] = Future()
             try:
-                future.set_result(produce_wheel(job, self.cancel, self.slots))
+                future.set_result(produce_wheel(job, self.cancel, self.slots, self.progress))
             except Exception as exc:  # surfaced by finish(), like a worker's error
                 future.set_exception(exc)
             # Ctrl-C or SIGTERM (BaseException) goes up at once: the downloads a single
             # variant is read from are then stopped, not waited for.
         else:
-            future = self.pool.submit(produce_wheel, job, self.cancel, self.slots)
+            future = self.pool.submit(produce_wheel, job, self.cancel, self.slots, self.progress)
         return future
 
     def _job(self, variant: Variant, fetched: FetchedVariant, meta: KernelMetadata,
@@ -264,16 +266,18 @@ class _Conversion:
         module = module_name(kernel_name, f"{self.source.display} (build/{variant.name})")
         layout = read_layout(fetched.path, module, fetched.link_root, fetched.arriving, variant.name)
         if layout.left_out and name_not_reported(self, variant.name):
-            shown = ", ".join(layout.left_out[:4]) + (" ..." if len(layout.left_out) > 4 else "")
-            self.progress(f"build/{variant.name}: {len(layout.left_out)} byte-code cache files "
-                          f"left out: {shown}")
+            # By design and harmless: a detail (-v), naming exactly the files left out.
+            self.progress.detail(f"build/{variant.name}: {len(layout.left_out)} byte-code cache "
+                                 f"file(s) left out by design: {', '.join(layout.left_out)}")
         warn = lambda message: self.progress(f"warning: {variant.name}: {message}")  # noqa: E731
         return WheelJob(
             variant=variant,
             kernel_name=kernel_name,
             version=version,
             tags=self.options.tags,
-            dist_name=self.options.dist_name,
+            # A Hub repository's wheels carry its name (serve lists them so): the same
+            # file names and bytes from to-wheel and serve; --dist-name overrides both.
+            dist_name=self.options.dist_name or getattr(self.source, "distribution", None),
             described=describe(kernel_name, variant, meta, self.card, self.revision, warn),
             provenance=provenance(self.revision, variant, layout, meta),
             files=layout.files,

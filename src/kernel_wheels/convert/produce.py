@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from ..errors import CheckFailedError, OutputError
 from ..kernel.arrival import ArrivalCancelled, ArrivalRestarted
 from ..kernel.variants import Variant
+from ..progress import Progress, as_progress
 from ..wheel.compression import DeflateSlots
 from ..wheel.plan import WheelPlan
 from ..wheel.writer import write_wheel
@@ -74,7 +75,8 @@ def _settled(job: WheelJob, cancel: threading.Event | None) -> WheelJob:
 
 
 def produce_wheel(job: WheelJob, cancel: threading.Event | None = None,
-                  slots: DeflateSlots | None = None) -> ProducedWheel:
+                  slots: DeflateSlots | None = None,
+                  progress: Progress | None = None) -> ProducedWheel:
     """``cancel``, once set, stops the writing at the next chunk (Ctrl-C, SIGTERM, an
     error in another wheel of the run). ``slots`` bounds the run's deflate threads.
     Files still arriving are read as they land; if a transfer has to start over, the
@@ -82,18 +84,21 @@ def produce_wheel(job: WheelJob, cancel: threading.Event | None = None,
     if job.manylinux_auto:
         job = _settled(job, cancel)  # the policy is read from the whole binaries first
     plan = _honest_plan(job) if job.manylinux_auto else job.plan()
+    say = as_progress(progress)
     try:
-        return _produce(job, plan, cancel, slots)
+        return _produce(job, plan, cancel, slots, say)
     except ArrivalRestarted:
-        return _produce(_settled(job, cancel), plan, cancel, slots)
+        return _produce(_settled(job, cancel), plan, cancel, slots, say)
 
 
 def _produce(job: WheelJob, plan: WheelPlan, cancel: threading.Event | None,
-             slots: DeflateSlots | None) -> ProducedWheel:
+             slots: DeflateSlots | None, say: Progress) -> ProducedWheel:
     members = job_members(job, plan)
     temp = job.staging / plan.filename
+    task = say.task(f"writing {plan.filename}", sum(m.size for m in members), "B")
     try:
-        written = write_wheel(temp, members, plan.dist_info, job.epoch, job.compression, cancel, slots)
+        written = write_wheel(temp, members, plan.dist_info, job.epoch, job.compression, cancel, slots,
+                              on_bytes=task.advance)
     except OSError as exc:
         # The output folder's disk is full, or a file-size limit or quota stops the wheel:
         # name the folder, not the staging file (which is removed with its folder).
@@ -101,6 +106,8 @@ def _produce(job: WheelJob, plan: WheelPlan, cancel: threading.Event | None,
             raise OutputError(f"cannot write {plan.filename} to {job.staging.parent}: "
                               f"{exc.strerror or exc}") from None
         raise
+    finally:
+        task.finish()
     report = None
     if job.check:
         # Imported here, not at the top: the checks' imports (the stable-ABI symbol

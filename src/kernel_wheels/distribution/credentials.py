@@ -88,6 +88,19 @@ def _keyring_credential(url: str, username: str | None) -> tuple[str | None, str
         return username, None
 
 
+def _prompt(url: str, user: str | None) -> tuple[str, str]:
+    """Ask on the terminal, as twine does; end of input (Ctrl-D) is a usage error."""
+    try:
+        if user is None:
+            user = input(f"user name for {url}: ")
+        return user, getpass.getpass(f"password for {user} at {url}: ")
+    except EOFError:
+        print(file=sys.stderr)  # the prompt's line ends before the error's
+        raise UsageError(f"no credentials for {url}: end of input at the prompt (set "
+                         "TWINE_USERNAME and TWINE_PASSWORD, use ~/.pypirc or a keyring, "
+                         "or --non-interactive)") from None
+
+
 def resolve_repository(*, repository_url: str | None = None, repository: str | None = None,
                        username: str | None = None, config_file: Path | None = None,
                        environ: Mapping[str, str] | None = None, use_keyring: bool = True,
@@ -111,7 +124,5 @@ def resolve_repository(*, repository_url: str | None = None, repository: str | N
     if password is None and use_keyring:
         user, password = _keyring_credential(clean, user)
     if password is None and (sys.stdin.isatty() if interactive is None else interactive):
-        if user is None:
-            user = input(f"user name for {clean}: ")
-        password = getpass.getpass(f"password for {user} at {clean}: ")
+        user, password = _prompt(clean, user)
     return Repository(clean, user, Secret(password) if password is not None else None, name)

@@ -21,7 +21,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,13 +38,16 @@ from ..errors import (
     NoMatchingWheelError,
     UsageError,
 )
+from ..progress import Progress, as_progress
 from ..redaction import redact, strip_userinfo
 from .environment import Environment, read_environment
+from .find_links import LocalLinks, PageLinks, open_links
+from .index_settings import IndexSettings
 from .simple_client import IndexFile, SimpleClient
 from .targets import KernelWheel, Target, parse_kernel_wheel, preference, rejection
 from .transport import DEFAULT_TIMEOUT
 
-Progress = Callable[[str], None]
+Place = SimpleClient | LocalLinks | PageLinks
 INSTALLERS = ("pip", "uv")
 
 
@@ -119,14 +122,17 @@ def _python_fits(requires_python: str, environment: Environment) -> bool:
 
 
 def _judge(file: IndexFile, project: str, specifier: SpecifierSet, environment: Environment,
-           target: Target) -> Decision:
+           target: Target, pre: bool = False) -> Decision:
     wheel = parse_kernel_wheel(file.filename) if file.filename.endswith(".whl") else None
     if wheel is None:
         return Decision(file, None, "not a wheel (kernel-wheels installs wheels only)")
     if wheel.project != project:
         return Decision(file, wheel, f"another project ({wheel.project})")
-    if not specifier.contains(wheel.version, prereleases=True if _pinned(specifier) else None):
+    if not specifier.contains(wheel.version, prereleases=True):
         return Decision(file, wheel, f"version {wheel.version.public} is not {specifier}")
+    if wheel.version.is_prerelease and not (pre or _pinned(specifier)):
+        return Decision(file, wheel, f"{wheel.version.public} is a pre-release (--pre installs "
+                                     "pre-releases)")
     if file.yanked is not None and not _pinned(specifier):
         reason = f": {file.yanked}" if file.yanked else ""
         return Decision(file, wheel, f"yanked{reason}")
@@ -174,13 +180,26 @@ def _why(chosen: KernelWheel, others: Sequence[KernelWheel], target: Target) -> 
 
 
 def choose(requirement: Requirement, files: Sequence[IndexFile],
-           environment: Environment) -> Choice:
-    """Decide for every file; pick the best fitting one (or none)."""
+           environment: Environment, pre: bool = False) -> Choice:
+    """Decide for every file; pick the best fitting one (or none). Pre-releases (and the
+    ``.devN`` snapshots of unreleased commits) only with ``pre``, a pin, or when nothing
+    else fits, as pip decides."""
     target = environment.target
     if target is None:
         raise EnvironmentProbeError(_no_torch(environment))
+    choice = _choose(requirement, files, environment, target, pre)
+    if choice.chosen is None and not pre:
+        with_pre = _choose(requirement, files, environment, target, True)
+        if with_pre.chosen is not None:
+            return with_pre
+    return choice
+
+
+def _choose(requirement: Requirement, files: Sequence[IndexFile], environment: Environment,
+            target: Target, pre: bool) -> Choice:
     project = canonicalize_name(requirement.name)
-    decisions = [_judge(f, project, requirement.specifier, environment, target) for f in files]
+    decisions = [_judge(f, project, requirement.specifier, environment, target, pre)
+                 for f in files]
     decisions = [d for d in decisions if d.wheel is None or d.wheel.project == project]
     fitting = sorted((d for d in decisions if d.rejected is None),
                      key=lambda d: _rank(_wheel(d), environment))
@@ -215,7 +234,7 @@ class InstallResult:
     choice: Choice
     command: tuple[str, ...]  # no secret in it
     installed: bool
-    #: ``NAME=value`` of the variables that give the installer the index, redacted.
+    #: ``NAME=value`` of the variables that give the installer the indexes, redacted.
     index_env: tuple[str, ...] = ()
 
 
@@ -231,28 +250,55 @@ def _uv() -> str:
         return found
 
 
-def installer_command(installer: str, environment: Environment, wheel: Path,
+def installer_command(installer: str, environment: Environment, requirement: str, links: Path,
                       constraints: Path) -> list[str]:
-    """The installer's argv: the downloaded file, torch pinned; the index is not in
-    it (see :func:`index_environment`)."""
+    """The installer's argv: ``NAME==VERSION`` from a folder holding only the verified
+    file, torch pinned. A requirement by name and version, not a file path: pip and uv
+    then record an index install (``pip freeze`` says ``name==version``, with no
+    direct_url.json), which requirement files, pip-audit and Dependabot understand. The
+    indexes are not in it (see :func:`index_environment`): they serve the file's
+    dependencies."""
     if installer == "pip":
         return [environment.python, "-m", "pip", "install", "--no-input",
-                "--disable-pip-version-check", "-c", str(constraints), str(wheel)]
+                "--disable-pip-version-check", "-c", str(constraints), "--find-links",
+                str(links), requirement]
     return [_uv(), "pip", "install", "--python", environment.python, "-c", str(constraints),
-            str(wheel)]
+            "--find-links", str(links), requirement]
 
 
-def index_environment(installer: str, index_url: str) -> dict[str, str]:
-    """The variables that name the index (with its credentials) to the installer."""
+def index_environment(installer: str, settings: IndexSettings) -> dict[str, str]:
+    """The variables that name the indexes (with their credentials) and the TLS files to
+    the installer: the environment, which only the same user can read, not the argv."""
+    env: dict[str, str] = {}
+    main, *extra = settings.index_urls or ("",)
+    tls = settings.tls
     if installer == "pip":
-        return {"PIP_INDEX_URL": index_url}
-    return {"UV_DEFAULT_INDEX": index_url}
+        env.update({"PIP_INDEX_URL": main} if main else {"PIP_NO_INDEX": "1"})
+        if extra:
+            env["PIP_EXTRA_INDEX_URL"] = " ".join(extra)
+        if tls.cert:
+            env["PIP_CERT"] = tls.cert
+        if tls.client_cert:
+            env["PIP_CLIENT_CERT"] = tls.client_cert
+        return env
+    env.update({"UV_DEFAULT_INDEX": main} if main else {"UV_NO_INDEX": "1"})
+    if extra:
+        env["UV_INDEX"] = " ".join(extra)
+    if tls.cert:
+        env["SSL_CERT_FILE"] = tls.cert
+    if tls.client_cert:
+        env["SSL_CLIENT_CERT"] = tls.client_cert
+    return env
 
 
-def _child_environment(installer: str, index_url: str) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("UV_INDEX_URL", "UV_DEFAULT_INDEX", "PIP_INDEX_URL")}
-    return {**env, **index_environment(installer, index_url), "PIP_NO_INPUT": "1"}
+_REPLACED = ("UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX", "UV_EXTRA_INDEX_URL", "UV_NO_INDEX",
+             "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX", "PIP_FIND_LINKS",
+             "UV_FIND_LINKS")
+
+
+def _child_environment(installer: str, settings: IndexSettings) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if key not in _REPLACED}
+    return {**env, **index_environment(installer, settings), "PIP_NO_INPUT": "1"}
 
 
 def _installed_torch(python: str) -> str | None:
@@ -261,24 +307,29 @@ def _installed_torch(python: str) -> str | None:
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
-def download_path(client: SimpleClient, file: IndexFile, folder: Path) -> Path:
+def download_path(client: Place, file: IndexFile, folder: Path) -> Path:
     """Where ``file`` goes in ``folder``: its listed name, checked (a plain file name
     that leads nowhere else) before it becomes a path."""
     where = f"{client.display}: a listed file name"
     return inside(folder, file_name(file.filename, where), where)
 
 
-def download(client: SimpleClient, file: IndexFile, target: Path) -> None:
+def download(client: Place, file: IndexFile, target: Path, progress: Progress | None = None) -> None:
     """``file`` into ``target`` (which must not exist), its sha256 checked against the
     one the index lists."""
     digest = hashlib.sha256()
+    task = as_progress(progress).task(f"downloading {file.filename}", None, "B")
     with target.open("xb") as out:
 
         def sink(chunk: bytes) -> None:
             digest.update(chunk)
             out.write(chunk)
+            task.advance(len(chunk))
 
-        client.fetch(file.url, sink)
+        try:
+            client.fetch(file.url, sink)
+        finally:
+            task.finish()
     actual = digest.hexdigest()
     if file.sha256 is not None and actual != file.sha256:
         target.unlink()
@@ -290,6 +341,8 @@ def _run_installer(command: list[str], env: dict[str, str], installer: str,
                    secrets: Sequence[str], say: Progress) -> None:
     proc = subprocess.run(command, capture_output=True, text=True, env=env)
     if proc.returncode == 0:
+        for line in redact(proc.stdout.strip(), secrets).splitlines():
+            say.detail(f"  {installer}: {line}")
         return
     output = redact((proc.stderr or proc.stdout).strip(), secrets).splitlines()
     for line in output[-15:]:
@@ -297,18 +350,50 @@ def _run_installer(command: list[str], env: dict[str, str], installer: str,
     last = next((line for line in reversed(output) if line.strip()), "no output")
     if installer == "pip" and "No module named pip" in last:
         raise DistributionError(f"there is no pip in {command[0]}: use --installer uv")
-    wheel = Path(command[-1]).name
-    raise DistributionError(f"{installer} could not install {wheel}: {last.strip()}")
+    if "Permission denied" in last or "Read-only file system" in last:
+        raise DistributionError(f"{installer} cannot write to the target environment's "
+                                "site-packages (permission denied or a read-only file system): "
+                                "install into a virtual environment you own (--python)")
+    raise DistributionError(f"{installer} could not install {command[-1]}: {last.strip()}")
 
 
-def _read_choice(client: SimpleClient, requirement: Requirement, environment: Environment,
-                 say: Progress) -> Choice:
-    say(f"reading {client.show(client.project_url(requirement.name))}")
-    files = client.project_files(requirement.name)
-    if files is None:
-        raise NoMatchingWheelError(f"{client.display} has no project "
-                                   f"{canonicalize_name(requirement.name)}")
-    return choose(requirement, files, environment)
+def _no_project(place: Place, project: str) -> str:
+    """Why a place has no project, with a hint when the URL is not a Simple API."""
+    message = f"{place.display} has no project {project}"
+    if isinstance(place, SimpleClient):
+        base = place.index_url.rstrip("/")
+        if not base.endswith("simple"):
+            guess = base + "/simple/"
+            try:
+                with SimpleClient(guess, timeout=place.timeout, tls=place.tls) as probe:
+                    if probe.answers():
+                        return (f"{message}: {place.display} is not a Simple API; "
+                                f"{place.show(guess)} is (index URLs end in /simple/)")
+            except (IndexServerError, UsageError):
+                pass
+            return message + " (is it a Simple API URL? they usually end in /simple/)"
+    return message
+
+
+def _read_choice(places: Sequence[Place], requirement: Requirement, environment: Environment,
+                 say: Progress, pre: bool) -> tuple[Choice, dict[str, Place]]:
+    files: list[IndexFile] = []
+    where: dict[str, Place] = {}
+    project = canonicalize_name(requirement.name)
+    for place in places:
+        say(f"reading {place.show(place.project_url(requirement.name))}")
+        found = place.project_files(requirement.name)
+        if found is None:
+            say.detail(_no_project(place, project))
+            continue
+        for file in found:
+            if file.url not in where:
+                files.append(file)
+                where[file.url] = place
+    if not files:
+        names = [_no_project(place, project) for place in places]
+        raise NoMatchingWheelError("; ".join(names))
+    return choose(requirement, files, environment, pre), where
 
 
 def _constraints(folder: Path, environment: Environment) -> Path:
@@ -319,10 +404,22 @@ def _constraints(folder: Path, environment: Environment) -> Path:
     return path
 
 
-def install(requirement_text: str, index_url: str, *, python: Path | None = None,
+def _shown(value: str, secrets: Sequence[str]) -> str:
+    """A variable's value (URLs, space-separated) without credentials."""
+    return redact(" ".join(strip_userinfo(word) for word in value.split()), secrets)
+
+
+def _open_places(settings: IndexSettings, timeout: float) -> list[Place]:
+    places: list[Place] = [SimpleClient(url, timeout=timeout, tls=settings.tls)
+                           for url in settings.index_urls]
+    places += [open_links(location, timeout, settings.tls) for location in settings.find_links]
+    return places
+
+
+def install(requirement_text: str, settings: IndexSettings, *, python: Path | None = None,
             installer: str = "pip", dry_run: bool = False,
             progress: Progress | None = None, timeout: float = DEFAULT_TIMEOUT) -> InstallResult:
-    say = progress or (lambda _message: None)
+    say = as_progress(progress)
     if installer not in INSTALLERS:
         raise UsageError(f"--installer must be one of {', '.join(INSTALLERS)}")
     requirement = parse_requirement(requirement_text)
@@ -331,25 +428,36 @@ def install(requirement_text: str, index_url: str, *, python: Path | None = None
     say(f"environment: {environment.describe()} ({environment.python})")
     if environment.target is None:
         raise EnvironmentProbeError(_no_torch(environment))
-    client = SimpleClient(index_url, timeout=timeout)
-    with client, tempfile.TemporaryDirectory(prefix="kernel-wheels-install-") as scratch:
-        choice = _read_choice(client, requirement, environment, say)
-        if choice.chosen is None:
-            return InstallResult(choice, (), False)
-        chosen = choice.chosen.file
-        folder = Path(scratch)
-        wheel = download_path(client, chosen, folder)
-        command = installer_command(installer, environment, wheel, _constraints(folder, environment))
-        shown_env = tuple(f"{name}={client.show(value)}" for name, value in
-                          index_environment(installer, strip_userinfo(index_url)).items())
-        if dry_run:
-            return InstallResult(choice, tuple(command), False, shown_env)
-        say(f"downloading {chosen.filename} from {client.show(chosen.url)}")
-        download(client, chosen, wheel)
-        say(f"installing {chosen.filename} with {installer} (torch=={environment.torch_version} "
-            "pinned)")
-        _run_installer(command, _child_environment(installer, client.index_url), installer,
-                       client.secrets, say)
+    say.detail(f"index from {settings.index_origin}")
+    places = _open_places(settings, timeout)
+    secrets = tuple(s for place in places for s in place.secrets)
+    try:
+        with tempfile.TemporaryDirectory(prefix="kernel-wheels-install-") as scratch:
+            choice, where = _read_choice(places, requirement, environment, say, settings.pre)
+            if choice.chosen is None:
+                return InstallResult(choice, (), False)
+            chosen = choice.chosen.file
+            place = where[chosen.url]
+            links = Path(scratch) / "links"
+            links.mkdir()
+            wheel = download_path(place, chosen, links)
+            assert choice.chosen.wheel is not None
+            pinned = f"{choice.project}=={choice.chosen.wheel.version}"
+            command = installer_command(installer, environment, pinned, links,
+                                        _constraints(Path(scratch), environment))
+            shown_env = tuple(f"{name}={_shown(value, secrets)}" for name, value in
+                              index_environment(installer, settings).items())
+            if dry_run:
+                return InstallResult(choice, tuple(command), False, shown_env)
+            say(f"downloading {chosen.filename} from {place.show(chosen.url)}")
+            download(place, chosen, wheel, say)
+            say(f"installing {pinned} with {installer} (torch=={environment.torch_version} "
+                "pinned)")
+            _run_installer(command, _child_environment(installer, settings), installer,
+                           secrets, say)
+    finally:
+        for place in places:
+            place.close()
     after = _installed_torch(environment.python)
     if after != environment.torch_version:
         raise DistributionError(f"the installer changed torch from {environment.torch_version} "

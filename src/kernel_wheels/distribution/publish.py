@@ -19,10 +19,10 @@ the server answers is redacted before it is shown.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from packaging.metadata import Metadata
@@ -35,12 +35,11 @@ from ..errors import (
     IndexServerError,
     UsageError,
 )
+from ..progress import Progress, Task, as_progress
 from .credentials import Repository
 from .simple_client import IndexFile, SimpleClient
-from .transport import DEFAULT_TIMEOUT, IndexHttp, Pace
+from .transport import DEFAULT_TIMEOUT, IndexHttp, Pace, Tls
 from .wheelfacts import Inspection, collect_wheels, inspect_wheel
-
-Progress = Callable[[str], None]
 
 # Indexes whose Simple API lives elsewhere than next to the upload URL.
 KNOWN_SIMPLE_APIS = {
@@ -53,7 +52,7 @@ KNOWN_SIMPLE_APIS = {
 class PublishOutcome:
     filename: str
     sha256: str
-    status: str  # "uploaded", or "already there" (same sha256 on the index)
+    status: str  # "uploaded", "already there" (same sha256 on the index), or "would upload"
 
     def to_dict(self) -> dict[str, str]:
         return {"wheel": self.filename, "sha256": self.sha256, "status": self.status}
@@ -74,15 +73,38 @@ def simple_api_candidates(upload_url: str) -> list[str]:
     return list(dict.fromkeys(candidates))
 
 
-def find_simple_api(repository: Repository, timeout: float = DEFAULT_TIMEOUT) -> str:
-    tried = []
+def find_simple_api(repository: Repository, timeout: float = DEFAULT_TIMEOUT,
+                    tls: Tls | None = None) -> str:
+    tried: list[str] = []
     for candidate in simple_api_candidates(repository.upload_url):
-        with SimpleClient(candidate, repository.login, timeout) as client:
+        with SimpleClient(candidate, repository.login, timeout, tls) as client:
             if client.answers():
                 return candidate
             tried.append(client.display)
-    raise UsageError(f"cannot find the Simple API of {repository.display} (tried "
-                     f"{', '.join(tried)}): pass --index-url")
+    if _server_answers(repository, timeout, tls):
+        # The server is there, the index is not: on devpi, an index never created
+        # (devpi answers 404 for it).
+        raise IndexServerError(
+            f"{repository.display}: the server answers, but there is no index at this URL "
+            f"(tried {', '.join(tried)}); create it (devpi: devpi index -c USER/INDEX) or "
+            "check the URL's path; a server whose Simple API is elsewhere: --index-url")
+    raise IndexServerError(f"cannot find the Simple API of {repository.display} (tried "
+                           f"{', '.join(tried)}): is the server up and the URL right? For a "
+                           "server with its Simple API elsewhere, give it with --index-url")
+
+
+def _server_answers(repository: Repository, timeout: float, tls: Tls | None) -> bool:
+    """Whether anything answers HTTP at the upload URL's origin."""
+    parts = urlsplit(repository.upload_url)
+    root = urlunsplit((parts.scheme, parts.netloc, "/", "", ""))
+    with IndexHttp(None, Pace(timeout), tls=tls) as http:
+        try:
+            http.page(root)  # any page, a 404 or a redirect: an HTTP server is there
+        except IndexAuthenticationError:
+            return True  # it asks for credentials: there too
+        except IndexServerError:  # refused, unreachable, or a server error
+            return False
+    return True
 
 
 def upload_fields(inspection: Inspection) -> dict[str, Any]:
@@ -121,12 +143,39 @@ def _existing(client: SimpleClient, projects: set[str]) -> dict[str, IndexFile]:
     return found
 
 
-def _upload(http: IndexHttp, repository: Repository, inspection: Inspection) -> None:
+class _Counted:
+    """A file that advances a progress task as the upload reads it."""
+
+    def __init__(self, stream: IO[bytes], task: Task) -> None:
+        self._stream, self._task = stream, task
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._stream.read(size)
+        self._task.advance(len(data))
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._stream.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._stream.tell()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+
+def _upload(http: IndexHttp, repository: Repository, inspection: Inspection,
+            say: Progress) -> None:
     assert inspection.facts is not None
     name = inspection.facts.filename
-    with inspection.path.open("rb") as stream:
-        answer = http.upload(repository.upload_url, data=upload_fields(inspection),
-                             files={"content": (name, stream, "application/octet-stream")})
+    task = say.task(f"uploading {name}", inspection.facts.size, "B")
+    try:
+        with inspection.path.open("rb") as stream:
+            answer = http.upload(repository.upload_url, data=upload_fields(inspection),
+                                 files={"content": (name, _Counted(stream, task),
+                                                    "application/octet-stream")})
+    finally:
+        task.finish()
     status = answer.status
     if status in (200, 201):
         return
@@ -170,35 +219,44 @@ def _plan(reader: SimpleClient, inspections: Sequence[Inspection]) -> list[tuple
 
 
 def publish(paths: Sequence[Path], repository: Repository, *, index_url: str | None = None,
-            progress: Progress | None = None,
-            timeout: float = DEFAULT_TIMEOUT) -> list[PublishOutcome]:
-    """Check every wheel, compare with what the index has, then upload the new ones.
+            progress: Progress | None = None, timeout: float = DEFAULT_TIMEOUT,
+            dry_run: bool = False, tls: Tls | None = None) -> list[PublishOutcome]:
+    """Check every wheel, compare with what the index has, then upload the new ones
+    (with ``dry_run``, say which would be uploaded and upload nothing).
 
     Raises before uploading anything when a wheel fails its checks or the index has a
     different file under the same name."""
-    say = progress or (lambda _message: None)
+    say = as_progress(progress)
     wheels = collect_wheels(paths)
     if not wheels:
         raise UsageError("no wheels to publish")
     # The index first: a server that is down or a wrong URL fails before minutes of checks.
-    simple_url = index_url or find_simple_api(repository, timeout)
+    simple_url = index_url or find_simple_api(repository, timeout, tls)
     say(f"checking {len(wheels)} wheel(s)")
-    inspections = [inspect_wheel(path) for path in wheels]
+    checking = say.task("checking", len(wheels))
+    inspections = []
+    for path in wheels:
+        inspections.append(inspect_wheel(path))
+        checking.advance()
+    checking.finish()
     for inspection in inspections:
         if inspection.refusal is not None:
             raise CheckFailedError(f"{inspection.path.name} refused: {inspection.refusal}; "
                                    "nothing was uploaded")
     # The login is bound to the upload URL's origin: an --index-url elsewhere gets none.
-    with SimpleClient(simple_url, repository.login, timeout) as reader:
+    with SimpleClient(simple_url, repository.login, timeout, tls) as reader:
         plan = _plan(reader, inspections)
     outcomes = []
-    with IndexHttp(repository.login, Pace(timeout)) as http:
+    with IndexHttp(repository.login, Pace(timeout), tls=tls) as http:
         for inspection, upload in plan:
             assert inspection.facts is not None
             name = inspection.facts.filename
-            if upload:
+            if upload and dry_run:
+                say(f"dry run: would upload {name} ({_size(inspection.facts.size)})")
+                outcomes.append(PublishOutcome(name, inspection.facts.sha256, "would upload"))
+            elif upload:
                 say(f"uploading {name} ({_size(inspection.facts.size)})")
-                _upload(http, repository, inspection)
+                _upload(http, repository, inspection, say)
                 outcomes.append(PublishOutcome(name, inspection.facts.sha256, "uploaded"))
             else:
                 say(f"{name}: already on the index with the same sha256, skipped")

@@ -24,7 +24,7 @@ from packaging.utils import canonicalize_name
 from ..errors import IndexServerError, UsageError
 from ..redaction import one_line, split_credentials, strip_userinfo
 from .simple import JSON_TYPE
-from .transport import DEFAULT_TIMEOUT, MAX_FILE, IndexHttp, Login, Pace
+from .transport import DEFAULT_TIMEOUT, MAX_FILE, IndexHttp, Login, Pace, Tls
 
 ACCEPT = f"{JSON_TYPE}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 _SHA256_HEX = frozenset("0123456789abcdef")
@@ -169,12 +169,13 @@ class SimpleClient:
     without them."""
 
     def __init__(self, index_url: str, login: Login | None = None,
-                 timeout: float = DEFAULT_TIMEOUT) -> None:
+                 timeout: float = DEFAULT_TIMEOUT, tls: Tls | None = None) -> None:
         self.index_url = check_index_url(index_url)
         clean, user, password = split_credentials(self.index_url)
         self._base = clean
+        self.timeout, self.tls = timeout, tls
         self._http = IndexHttp(login or Login.for_url(clean, user, password), Pace(timeout),
-                               accept=ACCEPT)
+                               accept=ACCEPT, tls=tls)
         self.display = self._http.show(clean)
 
     @property
@@ -197,7 +198,10 @@ class SimpleClient:
         return f"{self._base}{canonicalize_name(project)}/"
 
     def answers(self) -> bool:
-        """Whether the index URL itself answers 200 (is a Simple API root)."""
+        """Whether the index URL itself answers 200 (is a Simple API root); for a
+        ``file://`` index, whether its folder has an index.html."""
+        if self._base.startswith("file:"):
+            return (Path(url2pathname(urlsplit(self._base).path)) / "index.html").is_file()
         return self._http.page(self._base).found
 
     def project_files(self, project: str) -> list[IndexFile] | None:
@@ -215,6 +219,11 @@ class SimpleClient:
         except (ValueError, RecursionError) as exc:
             raise IndexServerError(f"{self.show(url)} is not a Simple API page: "
                                    f"{self.show(str(exc) or type(exc).__name__, 120)}") from None
+
+    def links(self, url: str) -> list[IndexFile] | None:
+        """Every link of an HTML page (pip's --find-links URL); None when it is not there."""
+        page = self._http.page(url)
+        return parse_html(url, page.text, self.secrets) if page.found else None
 
     def fetch(self, url: str, sink: Sink, limit: int = MAX_FILE) -> None:
         """A listed file's bytes into ``sink``: over http(s) for a remote index (without

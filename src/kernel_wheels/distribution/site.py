@@ -39,6 +39,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from ..confine import file_name, inside
 from ..errors import CheckFailedError, IndexConflictError, UsageError
 from ..kernel.digest import file_sha256
+from ..progress import SILENT_TASK, Task, as_progress
 from ..wheel.variant_label import split_variant_label
 from .atomic import SiteLock, Staging
 from .sitepages import (
@@ -125,15 +126,23 @@ def _inspect_job(job: _Job) -> Inspection:
     return inspection
 
 
-def inspect_all(jobs: Sequence[_Job], processes: int) -> list[Inspection]:
-    """Inspect and check wheels, in worker processes when there are several."""
+def inspect_all(jobs: Sequence[_Job], processes: int, task: Task = SILENT_TASK) -> list[Inspection]:
+    """Inspect and check wheels, in worker processes when there are several; ``task``
+    advances by one per wheel checked."""
     workers = min(processes or os.cpu_count() or 1, len(jobs))
+    found: list[Inspection] = []
     if workers <= 1:
-        return [_inspect_job(job) for job in jobs]
+        for job in jobs:
+            found.append(_inspect_job(job))
+            task.advance()
+        return found
     chunk = max(1, min(64, len(jobs) // (workers * 4)))
     with ProcessPoolExecutor(workers, initializer=_die_with_parent,
                              initargs=(os.getpid(),)) as pool:
-        return list(pool.map(_inspect_job, jobs, chunksize=chunk))
+        for inspection in pool.map(_inspect_job, jobs, chunksize=chunk):
+            found.append(inspection)
+            task.advance()
+    return found
 
 
 def _scan_site_files(files_dir: Path, state: SiteState) -> tuple[dict[str, WheelFacts], list[Path]]:
@@ -190,7 +199,11 @@ def _inspect(jobs: Sequence[_Job], processes: int, state: SiteState,
     """Check every wheel; any refusal stops the run before the site is touched."""
     if jobs:
         say(f"checking {len(jobs)} wheel(s)")
-    inspections = inspect_all(jobs, processes)
+    task = as_progress(say).task("checking", len(jobs)) if jobs else SILENT_TASK
+    try:
+        inspections = inspect_all(jobs, processes, task)
+    finally:
+        task.finish()
     for job, inspection in zip(jobs, inspections, strict=True):
         if inspection.refusal is not None:
             refused = sum(i.refusal is not None for i in inspections)

@@ -37,7 +37,7 @@ from urllib.parse import urljoin, urlsplit
 import httpcore2
 import httpx2
 
-from ..errors import IndexAuthenticationError, IndexServerError
+from ..errors import IndexAuthenticationError, IndexServerError, UsageError
 from ..network import NetworkSettings
 from ..redaction import Secret, one_line, strip_userinfo
 
@@ -244,9 +244,39 @@ class _PacedBackend(httpcore2.NetworkBackend):
         self._inner.sleep(seconds)
 
 
-def _paced_transport(pace: Pace, proxy: str | None) -> httpx2.HTTPTransport:
+@dataclass(frozen=True)
+class Tls:
+    """pip's --cert (a CA bundle to verify the index with) and --client-cert (a PEM file
+    holding the client's certificate and key); None: the defaults."""
+
+    cert: str | None = None
+    client_cert: str | None = None
+
+    def context(self) -> ssl.SSLContext | bool:
+        if self.cert is None and self.client_cert is None:
+            return True
+        try:
+            context = ssl.create_default_context(cafile=self.cert)
+        except (OSError, ssl.SSLError) as exc:
+            raise UsageError(f"--cert {self.cert}: cannot use it as a CA bundle: "
+                             f"{_why(exc)}") from None
+        if self.client_cert is not None:
+            try:
+                context.load_cert_chain(self.client_cert)
+            except (OSError, ssl.SSLError) as exc:
+                raise UsageError(f"--client-cert {self.client_cert}: cannot use it (one PEM file "
+                                 f"with the key and the certificate): {_why(exc)}") from None
+        return context
+
+
+def _why(exc: OSError | ssl.SSLError) -> str:
+    return str(exc.strerror or exc) if isinstance(exc, OSError) else str(exc)
+
+
+def _paced_transport(pace: Pace, proxy: str | None, tls: Tls | None = None) -> httpx2.HTTPTransport:
     """httpx2's transport, its connection pool using the paced network backend."""
-    transport = httpx2.HTTPTransport(proxy=proxy, trust_env=True)
+    transport = httpx2.HTTPTransport(proxy=proxy, trust_env=True,
+                                     verify=(tls or Tls()).context())
     pool: httpcore2.ConnectionPool = transport._pool
     if not isinstance(getattr(pool, "_network_backend", None), httpcore2.NetworkBackend):
         raise RuntimeError("httpx2's connection pool has no network backend to pace")
@@ -312,9 +342,10 @@ class IndexHttp:
     """The HTTP side of one index session. ``login`` goes only to its own origin."""
 
     def __init__(self, login: Login | None = None, pace: Pace | None = None,
-                 accept: str | None = None) -> None:
+                 accept: str | None = None, tls: Tls | None = None) -> None:
         self.login = login
         self.pace = pace or Pace()
+        self.tls = tls or Tls()
         self._headers = {"Accept": accept} if accept else {}
         self._clients: dict[str | None, httpx2.Client] = {}
 
@@ -343,7 +374,7 @@ class IndexHttp:
             # trust_env=False: no proxy from the environment bypasses the paced
             # transport, and no .netrc adds credentials for other hosts.
             self._clients[proxy] = httpx2.Client(
-                transport=_paced_transport(self.pace, proxy), trust_env=False,
+                transport=_paced_transport(self.pace, proxy, self.tls), trust_env=False,
                 timeout=httpx2.Timeout(self.pace.timeout), follow_redirects=False,
                 headers=self._headers)
         return self._clients[proxy]

@@ -157,7 +157,10 @@ class Handlers:
             self.cache.prepare()
             OutputFolder(self.cache.staging).remove_stale_staging()  # of processes that died
             self.cache.evict()  # the limit may have been lowered since the last run
-            self.catalog.load_stored()
+            # Every kernel listed before the first request (the start-up check stored
+            # the listings; one that could not be listed is asked again, and /healthz
+            # says "degraded" until it is).
+            self.catalog.list_unknown(self.pools[0])
 
         await run_in_threadpool(prepare)
         self.events.write("ready", version=__version__)
@@ -319,6 +322,25 @@ def hub_sources(settings: ServeSettings,
                 for k in settings.kernels}
 
     return sources(listing), sources(network)
+
+
+def list_at_startup(settings: ServeSettings, events: EventLog) -> dict[str, str]:
+    """Every kernel listed once, before the server starts: {repo: why} for those that
+    cannot be listed at all (a wrong name, no access, a Hub that is down with no listing
+    kept from an earlier run). The listings are stored in the cache, where the workers
+    find them."""
+    from ..sources.hub import HubSource
+
+    network = NetworkSettings.from_environment(settings.timeout, settings.retries)
+    listing = NetworkSettings(network.timeout, min(network.retries, 1), network.backoff)
+    sources = {k.repo_id: HubSource(k.repo_id, repo_type=settings.repo_type, network=listing)
+               for k in settings.kernels}
+    cache = WheelCache(settings.cache, settings.cache_size, events)
+    with ThreadPoolExecutor(min(_LISTING_THREADS, len(settings.kernels)),
+                            thread_name_prefix="kw-startup") as pool:
+        catalog = Catalog(settings.kernels, HubListing(sources), cache.listing_path,
+                          settings.ttl, events, SingleFlight(pool))
+        return catalog.list_unknown(pool)
 
 
 def create_app(settings: ServeSettings, events: EventLog | None = None,

@@ -35,6 +35,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
@@ -335,6 +336,23 @@ class Catalog:
             state = self._state[kernel.repo_id]
             with state.lock:
                 self._ensure_loaded(kernel, state)
+
+    def list_unknown(self, pool: Executor) -> dict[str, str]:
+        """List (from the Hub) every kernel with no stored listing, at start-up; returns
+        {repo: why} of those that cannot be listed at all (health() then says
+        "unlisted"). Blocks."""
+        self.load_stored()
+        unknown = [k for k in self.kernels.values() if self._state[k.repo_id].listing is None]
+
+        def attempt(kernel: Kernel) -> str | None:
+            try:
+                self.listing(kernel)
+            except ListingUnavailableError as exc:
+                return exc.message
+            return None
+
+        failures = dict(zip((k.repo_id for k in unknown), pool.map(attempt, unknown), strict=True))
+        return {repo: why for repo, why in failures.items() if why is not None}
 
     def _ensure_loaded(self, kernel: Kernel, state: _KernelState) -> None:
         if not state.loaded:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from starlette.types import ASGIApp
 
 from ..errors import ServeError
-from .app import create_app, load_users
+from .app import create_app, list_at_startup, load_users
 from .cache import WheelCache
 from .logs import EventLog, uvicorn_log_config
 from .settings import HTPASSWD_VARIABLE, SETTINGS_VARIABLE, ServeSettings
@@ -94,6 +94,23 @@ def _config(settings: ServeSettings, app: ASGIApp | str, factory: bool = False) 
                           timeout_keep_alive=settings.idle_timeout)  # type: ignore[arg-type]
 
 
+def _check_kernels(settings: ServeSettings, events: EventLog) -> None:
+    """A kernel that cannot be listed would be a 404 or 502 for every client: the server
+    does not start (one line), unless --unlisted degraded asks to serve the others."""
+    failures = list_at_startup(settings, events)
+    if not failures:
+        return
+    if settings.unlisted == "degraded":
+        for repo, why in failures.items():
+            events.write("kernel-unlisted", repo=repo, reason=why, serving="the other kernels")
+        return
+    first = next(iter(failures.values()))
+    more = f" (and {len(failures) - 1} more kernel(s))" if len(failures) > 1 else ""
+    raise ServeError(f"{first}{more}: not starting; check the name, HF_ENDPOINT and HF_TOKEN, "
+                     "or start with --unlisted degraded to serve the other kernels (/healthz "
+                     "then says degraded)")
+
+
 def run_server(settings: ServeSettings, events: EventLog | None = None) -> None:
     import uvicorn
 
@@ -101,7 +118,12 @@ def run_server(settings: ServeSettings, events: EventLog | None = None) -> None:
     users = load_users(settings)  # a bad htpasswd file: one line, before anything listens
     WheelCache(settings.cache, settings.cache_size, events).prepare()  # likewise the cache
     _raise_open_file_limit()
-    sock = listen(settings.host, settings.port)
+    sock = listen(settings.host, settings.port)  # a port in use is said before the Hub is asked
+    try:
+        _check_kernels(settings, events)
+    except BaseException:
+        sock.close()
+        raise
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     events.write("start", url=f"http://{host}:{settings.port}/", workers=settings.workers,
                  kernels=[k.repo_id for k in settings.kernels], cache=str(settings.cache),

@@ -53,6 +53,9 @@ class Kernel:
         return cls(repo_id, canonicalize_name(repo_id.split("/", 1)[1]))
 
 
+UNLISTED_MODES = ("fail", "degraded")
+
+
 @dataclass(frozen=True)
 class ServeSettings:
     kernels: tuple[Kernel, ...]
@@ -74,6 +77,9 @@ class ServeSettings:
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     #: Conversions at once per worker process (their own threads).
     conversions: int = DEFAULT_CONVERSIONS
+    #: A kernel that cannot be listed at start-up: "fail" (do not start) or "degraded"
+    #: (serve the others; /healthz says degraded and names it).
+    unlisted: str = "fail"
 
     def __post_init__(self) -> None:
         if not self.kernels:
@@ -97,6 +103,8 @@ class ServeSettings:
                 and 0 < self.idle_timeout <= MAX_IDLE_TIMEOUT):
             raise UsageError(f"--idle-timeout {self.idle_timeout}: give seconds above 0, at most "
                              f"{MAX_IDLE_TIMEOUT:g}")
+        if self.unlisted not in UNLISTED_MODES:
+            raise UsageError(f"--unlisted {self.unlisted}: give {' or '.join(UNLISTED_MODES)}")
         if not 1 <= self.conversions <= MAX_CONVERSIONS:
             raise UsageError(f"--conversions {self.conversions}: give 1 to {MAX_CONVERSIONS}")
 

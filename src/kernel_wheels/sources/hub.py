@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+from packaging.utils import canonicalize_name
+
 from ..cache import read_commit_time, write_commit_time
 from ..confine import commit_id, shown
 from ..errors import (
@@ -31,6 +33,7 @@ from ..errors import (
     RevisionNotFoundError,
     SourceError,
     UnexpectedAnswerError,
+    UsageError,
 )
 from ..kernel.arrival import Arrival
 from ..kernel.revision import Revision
@@ -49,6 +52,7 @@ from ..network import (
     origin,
     retry_after_seconds,
 )
+from ..progress import SILENT_TASK, Task, as_progress
 from ..redaction import one_line, strip_userinfo
 from . import FetchedVariant, hub_answers
 from .hub_files import HubCacheRepo, RemoteFile, TransferMismatch, variant_lock_hash
@@ -90,6 +94,7 @@ class _Transfer:
     file: RemoteFile
     arrival: Arrival
     done: Callable[[], None]  # says "downloaded build/<variant>" after the last file
+    task: Task = SILENT_TASK  # the variant's download bar
 
 
 def _headers() -> dict[str, str]:
@@ -141,6 +146,16 @@ def _located(fn: Callable[[], T]) -> T:
         raise
 
 
+def _check_endpoint(endpoint: str) -> None:
+    """HF_ENDPOINT must be a URL: without a scheme every request fails in a way that
+    looks like a network fault (and would be retried as one)."""
+    scheme = endpoint.partition("://")[0].lower() if "://" in endpoint else ""
+    if scheme not in ("http", "https"):
+        shown_endpoint = one_line(strip_userinfo(endpoint), limit=200)
+        raise UsageError(f"HF_ENDPOINT '{shown_endpoint}' is not an http(s) URL: write it with its "
+                         f"scheme, e.g. http://{shown_endpoint.split('://')[-1]} or https://...")
+
+
 class HubSource:
     def __init__(self, repo_id: str, *, repo_type: str | None = None,
                  network: NetworkSettings | None = None,
@@ -152,10 +167,15 @@ class HubSource:
 
         self.locked_variants = locked_variants
         self.network = network or NetworkSettings.from_environment()
-        self.progress = progress
+        self.progress = as_progress(progress)
         self.repo_id = repo_id
         self.name = repo_id.split("/")[-1]
+        #: The distribution name of its wheels: the repository's (as the removed `kernels
+        #: to-wheel` named them, and as `serve` lists them before any metadata.json is
+        #: read), whatever metadata.json calls the kernel; the import name is the kernel's.
+        self.distribution: str | None = canonicalize_name(self.name)
         self.endpoint = constants.ENDPOINT
+        _check_endpoint(self.endpoint)
         #: How messages name the endpoint: HF_ENDPOINT may carry a user and password.
         self.shown_endpoint = strip_userinfo(self.endpoint)
         self.display = repo_id
@@ -507,12 +527,15 @@ class HubSource:
         # writing (metadata.json, Python sources), which are downloaded first.
         first = [f for f in missing if f.path.endswith(_READ_FIRST)]
         later = [f for f in missing if not f.path.endswith(_READ_FIRST)]
-        done = self._downloaded_once(name, missing, len(later))
+        task = self.progress.task(f"build/{name}", sum(f.size for f in missing), "B") \
+            if missing else SILENT_TASK
+        done = self._downloaded_once(name, missing, len(later), task)
         for file in first:
-            self._call(what, partial(cache.fetch, file, commit, self._url(file, commit), _headers()))
+            self._call(what, partial(cache.fetch, file, commit, self._url(file, commit), _headers(),
+                                     on_bytes=task.advance))
         done()
         prefix = f"build/{name}/"
-        pending = [_Transfer(name, f, Arrival(cache.pointer(commit, f.path), f.size), done)
+        pending = [_Transfer(name, f, Arrival(cache.pointer(commit, f.path), f.size), done, task)
                    for f in later]
         arriving = {t.file.path.removeprefix(prefix): t.arrival for t in pending}
         return FetchedVariant(cache.pointer(commit, f"build/{name}"), cache.folder, arriving), pending
@@ -549,14 +572,16 @@ class HubSource:
         file, arrival = transfer.file, transfer.arrival
         try:
             self._call(f"downloading build/{transfer.variant}", partial(
-                cache.fetch, file, commit, self._url(file, commit), _headers(), arrival, stop))
+                cache.fetch, file, commit, self._url(file, commit), _headers(), arrival, stop,
+                transfer.task.advance))
         except BaseException:
             arrival.failed()
             raise
         arrival.finished()
         transfer.done()
 
-    def _downloaded_once(self, name: str, missing: list[RemoteFile], parts: int) -> Callable[[], None]:
+    def _downloaded_once(self, name: str, missing: list[RemoteFile], parts: int,
+                         task: Task = SILENT_TASK) -> Callable[[], None]:
         """A callable that says "downloaded build/<name>: ..." when called for the last
         time: once for the files read first, then once per other file (``parts``)."""
         left, lock, started = parts + 1, threading.Lock(), time.monotonic()
@@ -567,6 +592,7 @@ class HubSource:
                 left -= 1
                 if left or not missing:
                     return
+            task.finish()
             size = sum(f.size for f in missing)
             self.progress(f"downloaded build/{name}: {len(missing)} files, {size / 1e6:.1f} MB "
                           f"in {time.monotonic() - started:.1f} s")

@@ -23,7 +23,7 @@ import errno
 import hashlib
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,10 +118,12 @@ class HubCacheRepo:
         os.replace(temp, target)
 
     def fetch(self, file: RemoteFile, commit: str, url: str, headers: dict[str, str],
-              arrival: Arrival | None = None, stop: threading.Event | None = None) -> Path:
+              arrival: Arrival | None = None, stop: threading.Event | None = None,
+              on_bytes: Callable[[int], None] | None = None) -> Path:
         """``snapshots/<commit>/<path>``, downloaded unless the cache holds it already;
         ``arrival`` is told of every byte written, for a reader that follows the transfer;
-        ``stop``, once set, abandons the transfer at its next chunk."""
+        ``stop``, once set, abandons the transfer at its next chunk; ``on_bytes`` hears
+        of every piece landed (a progress bar)."""
         from filelock import FileLock
 
         pointer = self.pointer(commit, file.path)
@@ -132,13 +134,14 @@ class HubCacheRepo:
         self.locks.mkdir(parents=True, exist_ok=True)
         with FileLock(self.locks / f"{file.etag}.lock"):
             if not blob.is_file():
-                self._download(file, url, headers, blob, arrival, stop)
+                self._download(file, url, headers, blob, arrival, stop, on_bytes)
         self._link(pointer, blob)
         return pointer
 
     @staticmethod
     def _download(file: RemoteFile, url: str, headers: dict[str, str], blob: Path,
-                  arrival: Arrival | None = None, stop: threading.Event | None = None) -> None:
+                  arrival: Arrival | None = None, stop: threading.Event | None = None,
+                  on_bytes: Callable[[int], None] | None = None) -> None:
         """Stream ``url`` into ``blob`` through ``<blob>.incomplete`` (the name the HF
         cache uses for a transfer in progress; the lock makes it ours), hashing as it
         goes; only a file that matches the listing is moved into place."""
@@ -158,6 +161,8 @@ class HubCacheRepo:
                     digest.update(pending)
                     out.write(pending)
                     received += len(pending)
+                    if on_bytes is not None:
+                        on_bytes(len(pending))
                     pending.clear()
                     if arrival is not None:
                         out.flush()  # the reader sees exactly what it is told

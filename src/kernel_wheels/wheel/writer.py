@@ -95,8 +95,17 @@ class Cancelled(Exception):
 
 
 def _chunks(member: Member, digest: hashlib._Hash, read_size: int,
+            cancel: threading.Event | None,
+            on_bytes: Callable[[int], None] | None = None) -> Iterator[bytes]:
+    """The member's bytes, hashed (and counted, for a progress bar) on the way through."""
+    for chunk in _hashed(member, digest, read_size, cancel):
+        if on_bytes is not None:
+            on_bytes(len(chunk))
+        yield chunk
+
+
+def _hashed(member: Member, digest: hashlib._Hash, read_size: int,
             cancel: threading.Event | None) -> Iterator[bytes]:
-    """The member's bytes, hashed on the way through."""
     if member.source is None:
         data = member.content or b""
         digest.update(data)
@@ -121,9 +130,11 @@ def _chunks(member: Member, digest: hashlib._Hash, read_size: int,
 def write_wheel(path: Path, members: Iterable[Member], dist_info: str, epoch: int,
                 level: int = compression.DEFAULT_LEVEL,
                 cancel: threading.Event | None = None,
-                slots: compression.DeflateSlots | None = None) -> WrittenWheel:
+                slots: compression.DeflateSlots | None = None,
+                on_bytes: Callable[[int], None] | None = None) -> WrittenWheel:
     """Write ``members`` (then RECORD) to ``path``; ``dist_info`` members go last.
-    ``slots``: how many deflate blocks the run lets compress at once."""
+    ``slots``: how many deflate blocks the run lets compress at once; ``on_bytes`` hears
+    of every piece of a member read."""
     ordered = sorted(members, key=lambda m: (m.arcname.startswith(dist_info + "/"),
                                              m.derive is not None, m.arcname))
     written: list[WrittenMember] = []
@@ -144,7 +155,7 @@ def write_wheel(path: Path, members: Iterable[Member], dist_info: str, epoch: in
             # compressor's threads as it is, with no copy into a block of its own.
             read_size = compression.BLOCK if size > compression.BLOCK else _CHUNK
             mode = (0o755 if member.executable else 0o644) | 0o100000
-            zf.add(member.arcname, _chunks(member, digest, read_size, cancel), mode=mode,
+            zf.add(member.arcname, _chunks(member, digest, read_size, cancel, on_bytes), mode=mode,
                    compress=compress, crc32=compression.crc32, large=size > _LARGE)
             # The size the zip writer counted: what was read, even if the file changed size.
             written.append(WrittenMember(member.arcname, digest.digest(), zf.entries[-1].size))

@@ -1,0 +1,109 @@
+"""Issue #22, item 4: `kernel-wheels serve` lists every kernel before it starts (a kernel
+that cannot be listed stops the start-up, or with --unlisted degraded makes /healthz say
+degraded), and serve and to-wheel give the same wheel, name and bytes, for a repository
+whose name is not the kernel's (metadata.json's) name. Real olah on 127.0.0.1 serving a
+CPU-only kernel repository under two names."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from helpers import ROOT, SAMPLE, Olah, free_port, olah_server, run_cli
+from servers_serve import get, serve
+
+CPU_TAIL = "1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
+
+
+@pytest.fixture(scope="module")
+def hub(cpu_build: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Olah]:
+    """drbh/img2gray and drbh/bigkernel: the same CPU-only repository (metadata.json
+    says img2gray) under two names."""
+    output = tmp_path_factory.mktemp("startup-build")
+    shutil.copytree(cpu_build, output / "build" / cpu_build.name)
+    root = tmp_path_factory.mktemp("startup-olah")
+    repo = root / "mirror" / "kernels" / "drbh" / "img2gray"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_kernel_repo.py"), str(output), str(repo),
+                    "--card", str(SAMPLE / "README.md")], check=True, capture_output=True)
+    shutil.copytree(repo, root / "mirror" / "kernels" / "drbh" / "bigkernel")
+    with olah_server(root, root / "mirror", "kernels/drbh/img2gray") as server:
+        yield server
+
+
+def env_for(hub: Olah, folder: Path) -> dict[str, str]:
+    return {"HF_ENDPOINT": hub.endpoint, "HF_HOME": str(folder / "hf-home"),
+            "KERNEL_WHEELS_CACHE": str(folder / "kw-cache")}
+
+
+def health(base: str) -> dict[str, object]:
+    status, _, body = get(base + "healthz")
+    assert status == 200
+    found: dict[str, object] = json.loads(body)
+    return found
+
+
+def test_a_kernel_that_cannot_be_listed_stops_the_start_up(hub: Olah, tmp_path: Path) -> None:
+    started = time.monotonic()
+    proc = run_cli("serve", "--kernels", "drbh/img2gray,drbh/no-such-kernel", "--cache", tmp_path / "cache",
+                   "--port", str(free_port()), "--retries", "0", env=env_for(hub, tmp_path), check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("kernel-wheels: error: cannot list drbh/no-such-kernel: "), line
+    assert line.endswith(": not starting; check the name, HF_ENDPOINT and HF_TOKEN, or start with "
+                         "--unlisted degraded to serve the other kernels (/healthz then says degraded)")
+    assert time.monotonic() - started < 60
+
+
+def test_unlisted_degraded_serves_the_others_and_healthz_says_so(hub: Olah, tmp_path: Path) -> None:
+    with serve("drbh/img2gray,drbh/no-such-kernel", tmp_path / "cache", env_for(hub, tmp_path),
+               "--unlisted", "degraded", "--retries", "0") as server:
+        found = health(server.base)  # before any page was asked for
+        assert (found["status"], found["listed"], found["unlisted"]) == ("degraded", 1, 1)
+        problems = found["problems"]
+        assert isinstance(problems, list)
+        assert [(p["repo"], p["state"]) for p in problems] == [("drbh/no-such-kernel", "unlisted")]
+        assert get(server.base + "simple/img2gray/")[0] == 200
+        assert [e["repo"] for e in server.events("kernel-unlisted")] == ["drbh/no-such-kernel"]
+
+
+def test_every_kernel_is_listed_before_the_first_request(hub: Olah, tmp_path: Path) -> None:
+    with serve("drbh/img2gray,drbh/bigkernel", tmp_path / "cache", env_for(hub, tmp_path)) as server:
+        found = health(server.base)
+        assert (found["status"], found["listed"], found["unlisted"]) == ("ok", 2, 0)
+
+
+def test_serve_and_to_wheel_give_the_same_wheel_for_a_renamed_repository(hub: Olah, tmp_path: Path) -> None:
+    """drbh/bigkernel's metadata.json names the kernel img2gray: both name its wheels
+    after the repository (as the removed `kernels to-wheel` did), the import name stays
+    img2gray, and the bytes are the same."""
+    env = env_for(hub, tmp_path)
+    converted = {}
+    for repo in ("drbh/bigkernel", "drbh/img2gray"):
+        out = tmp_path / repo.replace("/", "-")
+        result = json.loads(run_cli("to-wheel", repo, "1.1.2", "-o", out, "--json", env=env).stdout)
+        (wheel,) = [Path(w["path"]) for w in result["wheels"]]
+        converted[repo] = wheel
+    assert converted["drbh/bigkernel"].name == f"bigkernel-{CPU_TAIL}"
+    assert converted["drbh/img2gray"].name == f"img2gray-{CPU_TAIL}"
+    with zipfile.ZipFile(converted["drbh/bigkernel"]) as zf:
+        assert any(name.startswith("img2gray/") for name in zf.namelist())  # the import name
+        assert any(name.startswith("bigkernel-1.1.2+torch213cpucxx11.dist-info/") for name in zf.namelist())
+    with serve("drbh/bigkernel,drbh/img2gray", tmp_path / "cache", {**env, "HF_HOME": str(tmp_path / "hf-2")}) \
+            as server:
+        for repo, wheel in converted.items():
+            project = repo.split("/")[1]
+            status, _, page = get(f"{server.base}simple/{project}/", "application/vnd.pypi.simple.v1+json")
+            assert status == 200
+            names = [f["filename"] for f in json.loads(page)["files"]]
+            assert wheel.name in names, (repo, names)
+            status, _, served = get(f"{server.base}files/{quote(wheel.name, safe='')}")
+            assert status == 200 and served == wheel.read_bytes(), repo
