@@ -178,8 +178,9 @@ def needs_finish(store: Destination, hub_changes: bool) -> bool:
     """Whether a finish would change anything (checked without the lease: a run with
     nothing of its own to fold writes nothing, not even the lease). ``hub_changes``:
     the plan found records that the Hub's releases change (:func:`decided_by_hub`)."""
-    return hub_changes or next(iter(store.keys(f"{PENDING}/")), None) is not None \
-        or store.get(PAGES) is None
+    if hub_changes or next(iter(store.keys(f"{PENDING}/")), None) is not None:
+        return True
+    return store.get(PAGES) is None or bool(PagesRecord.load(store).dirty)
 
 
 def finish(store: Destination, listed: Mapping[str, RepoListing], touched: Iterable[str] = (), *,
@@ -195,7 +196,7 @@ def finish(store: Destination, listed: Mapping[str, RepoListing], touched: Itera
     # Which repositories change, and the targets their new records add (targets never
     # go): names only, from the pending records' keys. Memory holds one repository's
     # records at a time, however large the mirror.
-    changed = set(touched)
+    changed = set(touched) | pages.dirty  # and what a killed finish left half-written
     targets = set(pages.targets)
     for key in store.keys(f"{PENDING}/"):
         changed.add(repo_of_pending(key))
@@ -205,6 +206,11 @@ def finish(store: Destination, listed: Mapping[str, RepoListing], touched: Itera
         repos = sorted(set(state_repos(store)) | changed)  # every page, for the new targets
     else:
         repos = sorted(changed)
+    # Before any pending record is folded (and deleted): the targets they bring and the
+    # repositories whose pages are about to change, for a run that finishes this one.
+    store.put(PAGES, PagesRecord(targets, pages.indexes, pages.owners,
+                                 {r: d for r, d in pages.covered.items() if r not in changed},
+                                 set(repos)).to_bytes())
 
     indexes: dict[str, set[str]] = {i: set(p) for i, p in pages.indexes.items()}
     owners = dict(pages.owners)

@@ -199,12 +199,15 @@ class PagesRecord:
     #: repository -> the digest of the listing its state held every item of, when the
     #: pages were written (a re-run of that listing need not read the state).
     covered: dict[str, str] = field(default_factory=dict)
+    #: Repositories a finish is writing the pages of (written before it folds any
+    #: record, emptied at its end): a finish killed in between is redone by the next.
+    dirty: set[str] = field(default_factory=set)
 
     def to_bytes(self) -> bytes:
         return encode({"format": FORMAT, "targets": sorted(self.targets),
                        "indexes": {k: sorted(v) for k, v in sorted(self.indexes.items())},
                        "owners": dict(sorted(self.owners.items())),
-                       "covered": dict(sorted(self.covered.items()))})
+                       "covered": dict(sorted(self.covered.items())), "dirty": sorted(self.dirty)})
 
     @classmethod
     def load(cls, store: Destination) -> PagesRecord:
@@ -214,6 +217,6 @@ class PagesRecord:
         try:
             data = json.loads(raw)
             return cls(set(data["targets"]), {k: set(v) for k, v in data["indexes"].items()},
-                       dict(data["owners"]), dict(data.get("covered", {})))
+                       dict(data["owners"]), dict(data.get("covered", {})), set(data.get("dirty", [])))
         except (ValueError, KeyError, TypeError, AttributeError):
             return cls()  # every page is written again
