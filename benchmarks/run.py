@@ -34,11 +34,11 @@ from kwbench.config import BENCHMARKS, FULL, QUICK, RESULTS, ROOT, VENV_BIN, WOR
 from kwbench.measure import compile_tools, load
 from kwbench.old_tool import ensure_old_tool, versions
 from kwbench.report import Row, legend, table, write_json
-from kwbench.rows import GROUPS, check, cold, index, rss, serve, to_wheel
+from kwbench.rows import GROUPS, check, cold, index, mirror, rss, serve, to_wheel
 from kwbench.workloads import KernelRepo, big_binary_repo, release_repo
 
 RUNNERS = {"to-wheel": to_wheel.run, "cold": cold.run, "rss": rss.run, "check": check.run,
-           "index": index.run, "serve": serve.run}
+           "index": index.run, "serve": serve.run, "mirror": mirror.run}
 NEEDS_HUB = {"to-wheel", "cold", "rss", "serve"}
 
 

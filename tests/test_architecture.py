@@ -17,7 +17,7 @@ from helpers import ROOT
 
 PACKAGE = ROOT / "src" / "kernel_wheels"
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
-WINGS = ("cli", "serve", "locked", "convert", "distribution", "checks", "sources", "building", "wheel",
+WINGS = ("cli", "mirror", "serve", "locked", "convert", "distribution", "checks", "sources", "building", "wheel",
          "kernel")
 FLOOR = ("errors", "data", "cache", "network", "confine", "redaction", "progress")
 
@@ -80,7 +80,7 @@ def test_an_import_against_the_direction_breaks_the_contract(tmp_path: Path, mod
 
 def test_a_new_module_without_a_floor_breaks_the_contract(tmp_path: Path) -> None:
     src = copy_package(tmp_path)
-    (src / "kernel_wheels" / "mirror.py").write_text('"""A stage placed nowhere."""\n')
+    (src / "kernel_wheels" / "reporting.py").write_text('"""A stage placed nowhere."""\n')
     proc = lint_imports(src, tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "kernel_wheels.mirror" in proc.stdout + proc.stderr
+    assert "kernel_wheels.reporting" in proc.stdout + proc.stderr

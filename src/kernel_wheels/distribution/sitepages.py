@@ -185,16 +185,21 @@ def remove_unlisted(site: Path, listed: dict[str, set[str]]) -> None:
                 shutil.rmtree(page.parent, ignore_errors=True)
 
 
-def write_landing_page(site: Path, targets: list[str], writer: PageWriter) -> None:
+def landing_page_html(targets: list[str]) -> str:
+    """The site's ``index.html``: the indexes it holds (also the mirror's)."""
     items = [f'    <li><a href="{SIMPLE}/">{SIMPLE}/</a>: every wheel (for '
              "<code>kernel-wheels install</code>)</li>"]
     items += [f'    <li><a href="{escape(t)}/{SIMPLE}/">{escape(t)}/{SIMPLE}/</a>: '
               f"<code>pip install NAME --index-url http://HOST/{escape(t)}/{SIMPLE}</code></li>"
               for t in targets]
-    html = "\n".join(["<!DOCTYPE html>", "<html>", "  <head>", '    <meta charset="utf-8">',
+    return "\n".join(["<!DOCTYPE html>", "<html>", "  <head>", '    <meta charset="utf-8">',
                       "    <title>Kernel wheels</title>", "  </head>", "  <body>",
                       "    <h1>Kernel wheels</h1>", "    <ul>", *items, "    </ul>",
                       "  </body>", "</html>"]) + "\n"
+
+
+def write_landing_page(site: Path, targets: list[str], writer: PageWriter) -> None:
+    html = landing_page_html(targets)
     path = writer.path("index.html")
     try:
         if path.read_text() == html:

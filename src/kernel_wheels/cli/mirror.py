@@ -1,0 +1,143 @@
+"""``kernel-wheels mirror``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from .common import add_filters, add_network, add_source, filters, network, positive_int, stderr
+
+EPILOG = """\
+examples:
+  kernel-wheels mirror kernels-community/activation kernels-community/flash-attn --to site/
+  kernel-wheels mirror --org kernels-community --to s3://my-bucket/kernels
+  kernel-wheels mirror --lock my-project/ --to s3://my-bucket/kernels --backend cuda
+  kernel-wheels mirror ORG/NAME --to site/ --versions '>=1.2,<3' --newest 2 --dry-run
+  kernel-wheels mirror ORG/NAME --to s3://b/k --shard $JOB_COMPLETION_INDEX/8   # one of 8 workers
+  AWS_ENDPOINT_URL=http://127.0.0.1:9000 kernel-wheels mirror ORG/NAME --to s3://b/k
+
+A re-run converts only what is new. A release deleted on the Hub is yanked (PEP 592),
+or removed with --prune; a tag that moved to another commit is reported and left alone
+unless --replace-moved. Wheel objects are written before the records and pages that
+name them: a run stopped anywhere is finished by the next one, with the same bytes.
+N workers with --shard 0/N .. N-1/N write exactly what one run writes. The destination
+is a static index (docs/index-scheme.md); serve a folder with any web server, a bucket
+through its website endpoint or a CDN. See docs/mirror.md.
+"""
+
+
+def register(commands: Any) -> argparse.ArgumentParser:
+    mp: argparse.ArgumentParser = commands.add_parser(
+        "mirror", help="keep a static index (folder or S3 bucket) in sync with Hub kernels",
+        description="Convert every release of the given kernels (repositories, an organisation, "
+                    "or a kernels.lock) into a static index in a folder or an S3-compatible "
+                    "bucket; incremental, crash-safe, and split over workers with --shard.",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+    mp.add_argument("repos", nargs="*", metavar="REPO", help="Hub kernel repositories (org/name)")
+    mp.add_argument("--org", action="append", default=[], metavar="ORG",
+                    help="every repository of this organisation (repeatable)")
+    mp.add_argument("--lock", type=Path, metavar="FILE",
+                    help="a kernels.lock (or the project folder holding it): each locked release")
+    mp.add_argument("--to", required=True, metavar="DEST",
+                    help="a folder, or s3://BUCKET/PREFIX (AWS_* environment, AWS_ENDPOINT_URL)")
+    versions = mp.add_argument_group("version selection (default: every release)")
+    versions.add_argument("--versions", metavar="RANGE", help="only releases in this range, e.g. '>=1.2,<3'")
+    versions.add_argument("--newest", type=int, metavar="N", help="only the newest N releases of each major")
+    add_filters(mp)
+    mp.add_argument("--shard", default="0/1", metavar="K/N",
+                    help="do the K-th of N disjoint parts (K from 0), e.g. $JOB_COMPLETION_INDEX/8")
+    mp.add_argument("--prune", action="store_true",
+                    help="remove releases deleted on the Hub (default: yank them)")
+    mp.add_argument("--replace-moved", action="store_true",
+                    help="convert again a release whose tag moved to another commit")
+    mp.add_argument("--dry-run", action="store_true", help="list the plan; download no binaries")
+    mp.add_argument("-j", "--jobs", type=positive_int, default=0,
+                    help="wheels produced at once per release, and processes writing pages "
+                         "(default: one per CPU)")
+    mp.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    add_source(mp)
+    add_network(mp)
+    return mp
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import UsageError
+    from ..mirror.listing import HubLister, dedupe, locked_listings, organisation_repos
+    from ..mirror.pipeline import MirrorOptions, mirror
+    from ..mirror.plan import Shard, VersionSelection
+    from ..mirror.store import open_destination, with_faults
+
+    if not (args.repos or args.org or args.lock):
+        raise UsageError("name what to mirror: REPO ..., --org ORG or --lock FILE")
+    options = MirrorOptions(filters(args), VersionSelection.parse(args.versions, args.newest),
+                            Shard.parse(args.shard), args.replace_moved, args.prune, args.dry_run,
+                            args.jobs)
+    store = with_faults(open_destination(args.to))
+    lister = HubLister(network(args), args.repo_type)
+    repos = list(args.repos)
+    for org in args.org:
+        repos += organisation_repos(org)
+    listings = [lister.list(repo) for repo in dedupe(repos)]
+    if args.lock:
+        listings += locked_listings(args.lock, lister, options.filters)
+    renderer = _Renderer(quiet=args.quiet > 0)
+    result = mirror(listings, store, options, lister=lister, progress=renderer)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        _table(result)
+    return 1 if result.count("refused") else 0
+
+
+class _Renderer:
+    """Progress on stderr: per repository, and overall with bytes and rate."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet  # -q: warnings and errors only (the final table still prints)
+        self.start = time.monotonic()
+        self.bytes = 0
+        self.per_repo: dict[str, int] = {}
+
+    def __call__(self, event: Any) -> None:
+        from ..mirror.progress import ItemDone, Listed, Message, Planned
+
+        if self.quiet:
+            return
+        if isinstance(event, Listed):
+            stderr(f"{event.repo}: {event.releases} release(s), {event.variants} variant(s)")
+        elif isinstance(event, Planned):
+            stderr(f"shard {event.shard}: {event.to_convert} to convert, {event.skipped} already there")
+        elif isinstance(event, ItemDone):
+            self.bytes += event.size
+            self.per_repo[event.repo] = self.per_repo.get(event.repo, 0) + event.size
+            elapsed = max(time.monotonic() - self.start, 1e-6)
+            stderr(f"[{event.done}/{event.total}] {event.repo} {event.version} {event.variant}: "
+                   f"{event.wheel} ({_mb(event.size)}; {event.repo} {_mb(self.per_repo[event.repo])}; "
+                   f"overall {_mb(self.bytes)} at {_mb(self.bytes / elapsed)}/s)")
+        elif isinstance(event, Message):
+            stderr(event.text)
+
+
+def _mb(size: float) -> str:
+    """1.5 kB, 23.4 MB, 1.2 GB: the size as a person reads it."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size:.0f} B"
+
+
+def _table(result: Any) -> None:
+    counts = result.to_dict()["counts"]
+    rows = [r for r in result.rows if r.status != "skipped"]
+    if rows:
+        width = max(len(r.status) for r in rows)
+        repo_width = max(len(r.repo) for r in rows)
+        for row in rows:
+            print(f"{row.status:<{width}}  {row.repo:<{repo_width}}  {row.version:<10} "
+                  f"{row.variant:<40} {row.detail}".rstrip())
+    summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n or s in ("added", "skipped"))
+    print(f"{result.destination}{' (dry run)' if result.dry_run else ''}: {summary}; "
+          f"{result.pages_written} page(s) written")

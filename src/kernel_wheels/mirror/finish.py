@@ -1,0 +1,344 @@
+"""After the objects: fold pending records into the state, yank or prune what the Hub
+no longer has, and write the pages, under the lease.
+
+Order, for crash safety on a store without rename (each step idempotent, so a run killed
+anywhere is finished by the next one, with the same bytes):
+
+1. per repository whose records change: its project pages (the wheels they list were
+   uploaded before their records were), then its state, then its pending records go;
+2. the root page of every index, then the landing page;
+3. pages of projects an index no longer lists, then the objects of pruned wheels (no
+   page lists them any more), then ``pages.json``.
+
+Pages are a pure function of the state: the same records give the same bytes. Each
+process holds one repository's records at a time (the run's own process, the names of
+projects and targets): peak memory does not grow with the mirror. Repositories are
+written by worker processes (``-j``), the root pages by the run's own, after them all.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from urllib.parse import quote
+
+from ..distribution import simple
+from ..distribution.sitepages import FILES, ROOT_INDEX, SIMPLE, landing_page_html
+from ..distribution.targets import parse_kernel_wheel, parse_target_key, select_for_target
+from ..errors import DistributionError, VariantError
+from ..kernel.variants import parse_variant
+from .listing import RepoListing
+from .plan import covered_items
+from .state import (
+    PAGES,
+    PENDING,
+    Known,
+    PagesRecord,
+    Record,
+    RepoState,
+    load_pending,
+    load_state,
+    pending_keys,
+    repo_of_pending,
+    state_key,
+    state_repos,
+    variant_of_pending,
+)
+from .store import Destination
+
+#: The reason a release deleted on the Hub is yanked with.
+DELETED = "deleted on the Hub"
+#: Fewer repositories than this are finished in the run's own process.
+PARALLEL_FROM = 2
+
+
+@dataclass
+class FinishResult:
+    yanked: list[tuple[str, str]] = field(default_factory=list)  # (repo, version)
+    pruned: list[tuple[str, str]] = field(default_factory=list)
+    pages_written: int = 0
+    repos_rendered: int = 0
+
+
+def object_keys(wheel: str) -> tuple[str, str]:
+    return f"{FILES}/{wheel}", f"{FILES}/{wheel}.metadata"
+
+
+def _target_of(variant: str) -> str | None:
+    from ..distribution.targets import target_key_of
+
+    try:
+        return target_key_of(parse_variant(variant))
+    except VariantError:
+        return None
+
+
+class _Writer:
+    def __init__(self, store: Destination) -> None:
+        self.store, self.written = store, 0
+
+    def put(self, key: str, text: str) -> None:
+        data = text.encode()
+        if self.store.get(key) != data:
+            self.store.put(key, data)
+            self.written += 1
+
+
+def _index_folder(index: str) -> str:
+    return f"{index}/{SIMPLE}" if index else SIMPLE
+
+
+def render_repo(state: RepoState, targets: Iterable[str], writer: _Writer) -> dict[str, set[str]]:
+    """Every page of the repository's projects; returns index -> projects listed."""
+    listed: dict[str, set[str]] = {}
+    by_project: dict[str, list[Record]] = {}
+    for record in state.records.values():
+        by_project.setdefault(record.project, []).append(record)
+    indexes = [ROOT_INDEX, *sorted(targets)]
+    parsed = {index: parse_target_key(index) for index in indexes if index}
+    for project, records in sorted(by_project.items()):
+        # Each wheel's entry once per depth; an index takes the entries of its wheels.
+        wheels = [w for r in records if (w := parse_kernel_wheel(r.wheel))]
+        entries = {depth: {r.wheel: _entry(r, depth) for r in records} for depth in (2, 3)}
+        for index in indexes:
+            chosen = wheels if index == ROOT_INDEX else select_for_target(parsed[index], wheels)
+            if not chosen:
+                continue
+            at_depth = entries[2 if index == ROOT_INDEX else 3]
+            page = [at_depth[w.filename] for w in chosen]
+            folder = f"{_index_folder(index)}/{project}"
+            writer.put(f"{folder}/index.json", simple.render_project_json(project, page))
+            writer.put(f"{folder}/index.html", simple.render_project_html(project, page))
+            listed.setdefault(index, set()).add(project)
+    # Their memos (65,536 entries each, a KernelWheel is about 1.5 KB) would otherwise
+    # grow with the mirror: one repository's names are all that is ever asked again.
+    simple.version_of.cache_clear()
+    parse_kernel_wheel.cache_clear()
+    return listed
+
+
+def _entry(record: Record, depth: int) -> simple.WheelEntry:
+    return simple.WheelEntry(project=record.project, filename=record.wheel,
+                             url="../" * depth + FILES + "/" + quote(record.wheel, safe=""),
+                             sha256=record.sha256, requires_python=record.requires_python,
+                             core_metadata_sha256=record.metadata_sha256, yanked=record.yanked,
+                             size=record.size)
+
+
+def _merge(state: RepoState, pending: list[Record], present: frozenset[str] | None,
+           prune: bool, result: FinishResult) -> None:
+    for record in pending:
+        old = state.records.get(record.key)
+        if old is not None and old.wheel != record.wheel:  # a replaced build of another name
+            state.garbage.extend(object_keys(old.wheel))
+        state.records[record.key] = record
+    if present is None:  # not listed in this run: yanks are not decided
+        return
+    gone = sorted({r.version for r in state.records.values() if r.version not in present})
+    for version in gone:
+        if prune:
+            for key, record in list(state.records.items()):
+                if record.version == version:
+                    state.garbage.extend(object_keys(record.wheel))
+                    del state.records[key]
+            result.pruned.append((state.repo, version))
+        elif state.yank(version, DELETED):
+            result.yanked.append((state.repo, version))
+    for key, record in list(state.records.items()):  # a release that came back
+        if record.version in present and record.yanked == DELETED:
+            state.records[key] = replace(record, yanked=None)
+    keep = {k for r in state.records.values() for k in object_keys(r.wheel)}
+    state.garbage = [g for g in state.garbage if g not in keep]
+
+
+def _merged(store: Destination, repo: str, present: frozenset[str] | None, prune: bool,
+            result: FinishResult) -> tuple[RepoState, list[str]]:
+    """The repository's state with its pending records folded in and the Hub's deletions
+    applied; and the pending records folded (only those may go)."""
+    state = load_state(store, repo)
+    keys = pending_keys(store, repo)
+    _merge(state, load_pending(store, keys), present, prune, result)
+    return state, keys
+
+
+def decided_by_hub(records: Iterable[Known], present: frozenset[str], prune: bool) -> bool:
+    """Whether the Hub's releases change these records ((commit, version, yank reason)):
+    a release gone (a yank, or with ``prune`` a removal) or a yanked one back."""
+    for _commit, version, yanked in records:
+        gone = version not in present
+        if (gone and (prune or yanked != DELETED)) or (not gone and yanked == DELETED):
+            return True
+    return False
+
+
+def needs_finish(store: Destination, hub_changes: bool) -> bool:
+    """Whether a finish would change anything (checked without the lease: a run with
+    nothing of its own to fold writes nothing, not even the lease). ``hub_changes``:
+    the plan found records that the Hub's releases change (:func:`decided_by_hub`)."""
+    if hub_changes or next(iter(store.keys(f"{PENDING}/")), None) is not None:
+        return True
+    return store.get(PAGES) is None or bool(PagesRecord.load(store).dirty)
+
+
+def finish(store: Destination, listed: Mapping[str, RepoListing], touched: Iterable[str] = (), *,
+           prune: bool = False, workers: int = 1) -> FinishResult:
+    """Fold, yank or prune, write pages. ``listed``: repository -> what the Hub has now,
+    for the repositories this run listed; ``touched``: those whose records the
+    Hub's releases change, or with objects to delete (the plan knows); ``workers``:
+    processes writing repositories' pages at once (0: one per CPU). Call it holding the
+    lease."""
+    result = FinishResult()
+    pages = PagesRecord.load(store)
+    writer = _Writer(store)
+    # Which repositories change, and the targets their new records add (targets never
+    # go): names only, from the pending records' keys. Memory holds one repository's
+    # records at a time, however large the mirror.
+    changed = set(touched) | pages.dirty  # and what a killed finish left half-written
+    targets = set(pages.targets)
+    for key in store.keys(f"{PENDING}/"):
+        changed.add(repo_of_pending(key))
+        if (target := _target_of(variant_of_pending(key))) is not None:
+            targets.add(target)
+    if targets != pages.targets or store.get(PAGES) is None:
+        repos = sorted(set(state_repos(store)) | changed)  # every page, for the new targets
+    else:
+        repos = sorted(changed)
+    # Before any pending record is folded (and deleted): the targets they bring and the
+    # repositories whose pages are about to change, for a run that finishes this one.
+    store.put(PAGES, PagesRecord(targets, pages.indexes, pages.owners,
+                                 {r: d for r, d in pages.covered.items() if r not in changed},
+                                 set(repos)).to_bytes())
+
+    indexes: dict[str, set[str]] = {i: set(p) for i, p in pages.indexes.items()}
+    owners = dict(pages.owners)
+    covered = dict(pages.covered)
+    with_garbage: list[str] = []
+    jobs = [_RepoJob(store, repo, listed.get(repo), tuple(sorted(targets)), prune) for repo in repos]
+    for done in _run_jobs(jobs, owners, workers):
+        repo = done.repo
+        for project in sorted(done.projects):
+            if owners.setdefault(project, repo) != repo:  # two new repositories in one finish
+                raise DistributionError(f"{repo} and {owners[project]} both give the project {project}; "
+                                        "mirror them into different destinations")
+        for project in [p for p, owner in owners.items() if owner == repo]:
+            for members in indexes.values():
+                members.discard(project)
+            if project not in done.projects:
+                del owners[project]
+        for index, members in done.listed.items():
+            indexes.setdefault(index, set()).update(members)
+        covered.pop(repo, None)
+        if done.covered is not None:
+            covered[repo] = done.covered
+        if done.garbage:
+            with_garbage.append(repo)
+        result.yanked += done.yanked
+        result.pruned += done.pruned
+        result.pages_written += done.written
+        result.repos_rendered += 1
+
+    for index in [ROOT_INDEX, *sorted(targets)]:
+        projects = indexes.get(index, set())
+        writer.put(f"{_index_folder(index)}/index.json", simple.render_root_json(projects))
+        writer.put(f"{_index_folder(index)}/index.html", simple.render_root_html(projects))
+    writer.put("index.html", landing_page_html(sorted(targets)))
+
+    for index, had in pages.indexes.items():  # pages no index lists any more
+        store.delete_many([f"{_index_folder(index)}/{project}/{name}"
+                           for project in sorted(had - indexes.get(index, set()))
+                           for name in ("index.json", "index.html")])
+    for repo in with_garbage:
+        _collect_garbage(store, repo)
+    new_pages = PagesRecord(targets, {i: p for i, p in indexes.items() if p}, owners, covered).to_bytes()
+    if store.get(PAGES) != new_pages:
+        store.put(PAGES, new_pages)
+    result.pages_written += writer.written
+    return result
+
+
+@dataclass(frozen=True)
+class _RepoJob:
+    store: Destination
+    repo: str
+    listing: RepoListing | None
+    targets: tuple[str, ...]
+    prune: bool
+
+
+@dataclass(frozen=True)
+class _RepoDone:
+    repo: str
+    projects: frozenset[str]
+    listed: dict[str, set[str]]  # index -> projects listed there
+    covered: str | None  # the listing's digest when the state holds all of it
+    garbage: bool
+    yanked: list[tuple[str, str]]
+    pruned: list[tuple[str, str]]
+    written: int
+
+
+def _finish_repo(job: _RepoJob, owners: Mapping[str, str]) -> _RepoDone:
+    """One repository: fold, yank or prune, its pages, its state, then its pending
+    records go. ``owners``: project -> repository, as known before (a project another
+    repository gives is refused before any page of it is written)."""
+    store, repo, listing = job.store, job.repo, job.listing
+    result = FinishResult()
+    state, pending = _merged(store, repo, listing.versions if listing else None, job.prune, result)
+    projects = frozenset(r.project for r in state.records.values())
+    for project in sorted(projects):
+        if owners.get(project, repo) != repo:
+            raise DistributionError(f"{repo} and {owners[project]} both give the project {project}; "
+                                    "mirror them into different destinations")
+    writer = _Writer(store)
+    listed_now = render_repo(state, job.targets, writer)
+    if store.get(state_key(repo)) != state.to_bytes():
+        store.put(state_key(repo), state.to_bytes())
+    store.delete_many(pending)
+    records = state.records.values()
+    whole = listing is not None and not state.garbage and all(r.yanked is None for r in records) \
+        and covered_items(listing) == {(r.version, r.variant, r.commit) for r in records}
+    return _RepoDone(repo, projects, listed_now, listing.digest if whole and listing else None,
+                     bool(state.garbage), result.yanked, result.pruned, writer.written)
+
+
+def _run_jobs(jobs: list[_RepoJob], owners: dict[str, str], workers: int) -> Iterator[_RepoDone]:
+    """Each repository's finish, in order; in worker processes when there are several
+    repositories and workers (rendering pages is CPU work: threads would share one core).
+    Workers check ownership against what was known before this finish; two new
+    repositories giving one project are found by the caller, from the results."""
+    count = min(workers or os.cpu_count() or 1, len(jobs))
+    if count <= 1 or len(jobs) < PARALLEL_FROM:
+        for job in jobs:
+            yield _finish_repo(job, owners)
+        return
+    known = dict(owners)
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(count, mp_context=context, initializer=_die_with_parent,
+                             initargs=(os.getpid(),)) as pool:
+        yield from pool.map(_finish_repo, jobs, [known] * len(jobs), chunksize=1)
+
+
+def _die_with_parent(parent: int) -> None:
+    """A worker ends when its run is killed (as the site's workers do): a finish left
+    half-run by its parent is completed by the next run, never by an orphan."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _collect_garbage(store: Destination, repo: str) -> None:
+    state = load_state(store, repo)
+    if not state.garbage:
+        return
+    store.delete_many(sorted(set(state.garbage)))
+    state.garbage = []
+    store.put(state_key(repo), state.to_bytes())

@@ -1,0 +1,159 @@
+"""Which repositories, releases and variants exist: from the Hub (release tags and the
+folders under ``build/`` at each tag's commit), from an organisation's repositories, or
+from a ``kernels.lock`` (each locked kernel's release at its locked commit).
+
+A release is a ``vX.Y.Z`` tag. Two tags that spell one version on different commits
+(``v1.1.2``, ``v1.01.2``) make the release ambiguous: listed, and refused. Every name
+from the Hub is checked before it is used (:mod:`kernel_wheels.confine`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..confine import commit_id, file_name
+from ..errors import SourceError, UnexpectedAnswerError
+from ..kernel.revision import Revision
+from ..kernel.versions import tag_version
+from .state import check_repo_id
+
+if TYPE_CHECKING:
+    from ..network import NetworkSettings
+    from ..sources.hub import HubSource
+
+
+@dataclass(frozen=True)
+class ListedRelease:
+    version: str  # public, normalised: "1.1.2"
+    tag: str
+    commit: str
+    variants: tuple[str, ...]
+    #: Why it cannot be converted (two tags spell its version), or None.
+    refused: str | None = None
+
+
+@dataclass(frozen=True)
+class RepoListing:
+    repo: str
+    releases: tuple[ListedRelease, ...]
+    #: {variant: kernels.lock hash} when a lock drives the run (downloads are checked).
+    locked: Mapping[str, str] | None = field(default=None, compare=False)
+    #: Every version the Hub has (a lock lists one): a record of another is yanked.
+    present: frozenset[str] | None = None
+
+    @property
+    def versions(self) -> frozenset[str]:
+        return self.present if self.present is not None else frozenset(r.version for r in self.releases)
+
+    @property
+    def variants(self) -> int:
+        return sum(len(r.variants) for r in self.releases)
+
+    @cached_property
+    def digest(self) -> str:
+        """Changes when anything listed changes (a release, a tag's commit, a variant)."""
+        text = json.dumps([self.repo, sorted([r.version, r.tag, r.commit, sorted(r.variants), r.refused]
+                                             for r in self.releases)])
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+class Lister(Protocol):
+    def list(self, repo: str) -> RepoListing:
+        ...
+
+
+def releases_from_tags(repo: str, tags: Mapping[str, str]) -> list[tuple[str, str, str, str | None]]:
+    """(version, tag, commit, refusal) per version, oldest first."""
+    groups: dict[Any, list[tuple[str, str]]] = {}
+    for tag, commit in tags.items():
+        if (version := tag_version(tag)) is not None:
+            groups.setdefault(version, []).append((tag, commit_id(commit, f"{repo}: tag {tag}")))
+    found = []
+    for version, tagged in sorted(groups.items()):
+        tagged.sort(key=lambda tc: (tc[0] != f"v{version}", tc[0]))
+        tag, commit = tagged[0]
+        rivals = [t for t, c in tagged[1:] if c != commit]
+        refusal = (f"{repo}: the tags {tag} and {', '.join(rivals)} spell version {version} on "
+                   "different commits") if rivals else None
+        found.append((str(version), tag, commit, refusal))
+    return found
+
+
+class HubLister:
+    """Listings through :class:`~kernel_wheels.sources.hub.HubSource` (HF_ENDPOINT,
+    HF_TOKEN, retries, one-line errors)."""
+
+    def __init__(self, network: NetworkSettings | None = None, repo_type: str | None = None) -> None:
+        self.network, self.repo_type = network, repo_type
+
+    def source(self, repo: str, locked: Mapping[str, str] | None = None) -> HubSource:
+        from ..sources.hub import HubSource
+
+        return HubSource(repo, repo_type=self.repo_type, network=self.network, locked_variants=locked)
+
+    def list(self, repo: str) -> RepoListing:
+        check_repo_id(repo, "a repository to mirror")
+        source = self.source(repo)
+        releases = []
+        for version, tag, commit, refusal in releases_from_tags(repo, source.release_tags()):
+            releases.append(ListedRelease(version, tag, commit, self._variants(source, tag, commit),
+                                          refusal))
+        return RepoListing(repo, tuple(releases))
+
+    @staticmethod
+    def _variants(source: HubSource, tag: str, commit: str) -> tuple[str, ...]:
+        try:
+            names = source.variant_names(Revision(tag, tag, commit, None))
+        except UnexpectedAnswerError:
+            raise
+        except SourceError as exc:
+            if "no build/ folder" in exc.message:
+                return ()  # a release without builds: nothing to mirror
+            raise
+        return tuple(sorted(file_name(n, f"{source.repo_id}: build/ at {tag}") for n in names))
+
+
+def organisation_repos(org: str) -> list[str]:
+    """The kernel repositories of an organisation (``HfApi.list_models(author=...)``,
+    which also lists kernel repositories on the Hub). Not every Hub mirror answers it."""
+    from huggingface_hub import HfApi
+
+    try:
+        found = sorted({m.id for m in HfApi().list_models(author=org)})
+    except Exception as exc:  # the endpoint does not offer the search, or failed
+        raise SourceError(f"--org {org}: the Hub did not list its repositories "
+                          f"({type(exc).__name__})") from None
+    if not found:
+        raise SourceError(f"--org {org}: the Hub lists no repositories of this organisation")
+    return [check_repo_id(r, f"the Hub's repositories of {org}") for r in found]
+
+
+def locked_listings(lock_path: Any, lister: HubLister, filters: Any) -> list[RepoListing]:
+    """Each locked kernel's release at its locked commit, its variants' listings checked
+    against the lock before anything is downloaded (``locked.pipeline.verify``)."""
+    from ..convert.pipeline import ConvertOptions
+    from ..locked.lockfile import read_lock
+    from ..locked.pipeline import verify
+
+    lock = read_lock(lock_path)
+    listings = []
+    for kernel in lock.kernels:
+        full = lister.list(kernel.repo_id)
+        at_commit = [r for r in full.releases if r.commit == kernel.commit]
+        if not at_commit:
+            raise SourceError(f"{kernel.repo_id}: the locked commit {kernel.commit[:12]} is no "
+                              "release (no vX.Y.Z tag points at it); the mirror holds releases only")
+        verify(kernel, lister.source(kernel.repo_id, kernel.variants),
+               ConvertOptions(filters=filters), lambda _: None)
+        listings.append(RepoListing(kernel.repo_id, tuple(at_commit[-1:]), kernel.variants,
+                                    full.versions))
+    return listings
+
+
+def dedupe(repos: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(repos))

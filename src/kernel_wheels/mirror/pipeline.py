@@ -1,0 +1,224 @@
+"""``mirror``, top to bottom: list -> plan (this shard's part) -> convert and upload ->
+finish (under the lease).
+
+Each planned release is converted once (``to_wheels`` at the listed commit, its planned
+variants only, into a private folder); each wheel then goes up as two objects (the wheel,
+its PEP 658 ``.metadata``) and only after them its pending record. A page is written
+only from records, so it never lists an object that is not complete. A conversion is a
+pure function of (repository, commit, variant): a retried or duplicated worker uploads
+the same bytes under the same keys, which changes nothing.
+"""
+
+from __future__ import annotations
+
+import glob
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import KernelWheelsError
+from ..kernel.selection import VariantFilter
+from ..kernel.versions import RequestKind, VersionRequest
+from .finish import FinishResult, decided_by_hub, finish, needs_finish, object_keys
+from .lease import DEFAULT_TTL, Lease
+from .listing import HubLister, RepoListing
+from .plan import Action, Item, Shard, VersionSelection, count_items, plan_repo
+from .progress import ItemDone, Listed, Message, Planned, Progress, silent
+from .state import (
+    PENDING,
+    Known,
+    PagesRecord,
+    Record,
+    encode,
+    load_state,
+    parse_pending,
+    pending_key,
+    pending_keys,
+    repo_of_pending,
+)
+from .store import Destination, FolderDestination, KillingDestination
+
+
+@dataclass(frozen=True)
+class MirrorOptions:
+    filters: VariantFilter = field(default_factory=VariantFilter)
+    versions: VersionSelection = field(default_factory=VersionSelection)
+    shard: Shard = field(default_factory=Shard)
+    replace_moved: bool = False
+    prune: bool = False
+    dry_run: bool = False
+    #: Wheels produced at once per release, and repositories finished at once (0: one
+    #: per CPU).
+    jobs: int = 0
+    lease_ttl: float = DEFAULT_TTL
+    lease_wait: float = 600.0
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the final table."""
+
+    status: str  # added, replaced, moved, yanked, pruned, refused, planned
+    repo: str
+    version: str
+    variant: str = ""
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"status": self.status, "repo": self.repo, "version": self.version,
+                "variant": self.variant, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class MirrorResult:
+    destination: str
+    shard: str
+    dry_run: bool
+    #: Every item but the skipped ones (those are only counted).
+    rows: tuple[Row, ...]
+    pages_written: int
+    skipped: int = 0
+
+    def count(self, status: str) -> int:
+        return self.skipped if status == "skipped" else sum(r.status == status for r in self.rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        statuses = ("planned", "added", "replaced", "skipped", "moved", "yanked", "pruned", "refused")
+        return {"destination": self.destination, "shard": self.shard, "dry_run": self.dry_run,
+                "counts": {s: self.count(s) for s in statuses},
+                "pages_written": self.pages_written,
+                "items": [r.to_dict() for r in self.rows]}
+
+
+def mirror(listings: Sequence[RepoListing], store: Destination, options: MirrorOptions | None = None, *,
+           lister: HubLister | None = None, progress: Progress = silent) -> MirrorResult:
+    """Bring ``store`` up to date with ``listings``; ``lister`` opens the Hub sources the
+    conversions download from."""
+    options = options or MirrorOptions()
+    work: list[Action] = []
+    rows: list[Row] = []
+    skipped = 0
+    touched: list[str] = []  # repositories whose records the Hub changes, or with garbage
+    covered = PagesRecord.load(store).covered
+    with_pending = {repo_of_pending(key) for key in store.keys(f"{PENDING}/")}
+    for listing in listings:  # one repository's records in memory at a time
+        progress(Listed(listing.repo, len(listing.releases), listing.variants))
+        if covered.get(listing.repo) == listing.digest and listing.repo not in with_pending:
+            # The last finish found this very listing wholly in the state (and nothing
+            # is pending): every item is there, and nothing needs the state read.
+            skipped += count_items(listing, options.versions, options.filters, options.shard)
+            continue
+        known, garbage = _known(store, listing.repo)
+        if garbage or decided_by_hub(known.values(), listing.versions, options.prune):
+            touched.append(listing.repo)
+        for action in plan_repo(listing, known, options.versions, options.filters,
+                                options.shard, options.replace_moved):
+            if action.kind in ("add", "replace"):
+                work.append(action)
+            elif action.kind == "skip":
+                skipped += 1  # counted, not listed: a large mirror skips almost everything
+            else:
+                rows.append(_row(action))
+    progress(Planned(len(work), skipped, str(options.shard)))
+    if options.dry_run:
+        rows += [Row("planned", a.item.repo, a.item.version, a.item.variant,
+                     "replace" if a.kind == "replace" else "") for a in work]
+        return MirrorResult(store.description, str(options.shard), True, tuple(_sorted(rows)), 0, skipped)
+
+    rows += _convert_all(work, listings, store, options, lister or HubLister(), progress)
+    listed = {listing.repo: listing for listing in listings}
+    done = FinishResult()
+    if isinstance(store, (FolderDestination, KillingDestination)):
+        store.clean_temp()
+    if needs_finish(store, bool(touched)):
+        with Lease(store, ttl=options.lease_ttl, wait=options.lease_wait,
+                   on_wait=lambda text: progress(Message(text))):
+            done = finish(store, listed, touched, prune=options.prune, workers=options.jobs)
+    if isinstance(store, (FolderDestination, KillingDestination)):
+        store.clean_temp()
+    rows += [Row("yanked", repo, version, detail="deleted on the Hub") for repo, version in done.yanked]
+    rows += [Row("pruned", repo, version, detail="deleted on the Hub") for repo, version in done.pruned]
+    return MirrorResult(store.description, str(options.shard), False, tuple(_sorted(rows)),
+                        done.pages_written, skipped)
+
+
+def _known(store: Destination, repo: str) -> tuple[dict[tuple[str, str, str], Known], bool]:
+    """The repository's records (pending ones included: converted by a run whose finish
+    has not run yet), and whether its state has objects to delete."""
+    state = load_state(store, repo)
+    known = {key: (r.commit, r.version, r.yanked) for key, r in state.records.items()}
+    for key in pending_keys(store, repo):  # the key names all the plan needs
+        version, variant, commit = parse_pending(key)
+        known[(repo, version, variant)] = (commit, version, None)
+    return known, bool(state.garbage)
+
+
+def _row(action: Action) -> Row:
+    status = {"moved": "moved", "refused": "refused"}[action.kind]
+    return Row(status, action.item.repo, action.item.version, action.item.variant, action.reason)
+
+
+def _sorted(rows: list[Row]) -> list[Row]:
+    return sorted(rows, key=lambda r: (r.repo, r.version, r.variant, r.status))
+
+
+def _convert_all(work: list[Action], listings: Sequence[RepoListing], store: Destination,
+                 options: MirrorOptions, lister: HubLister, progress: Progress) -> list[Row]:
+    by_release: dict[tuple[str, str], list[Action]] = {}
+    for action in work:
+        by_release.setdefault((action.item.repo, action.item.version), []).append(action)
+    locks = {listing.repo: listing.locked for listing in listings}
+    rows: list[Row] = []
+    done = 0
+    for (repo, version), planned in by_release.items():
+        try:
+            uploaded = _convert_release(planned, store, options, lister, locks.get(repo))
+        except KernelWheelsError as exc:
+            rows += [Row("refused", repo, version, a.item.variant, exc.message) for a in planned]
+            continue
+        for action, record in uploaded:
+            done += 1
+            progress(ItemDone(repo, version, action.item.variant, record.wheel, record.size, done, len(work)))
+            status = "replaced" if action.kind == "replace" else "added"
+            rows.append(Row(status, repo, version, action.item.variant, record.wheel))
+        for action in planned[len(uploaded):]:
+            rows.append(Row("refused", repo, version, action.item.variant, "the conversion gave no wheel"))
+    return rows
+
+
+def _convert_release(planned: list[Action], store: Destination, options: MirrorOptions,
+                     lister: HubLister, locked: Any) -> list[tuple[Action, Record]]:
+    """Convert one release's planned variants; upload each wheel's objects, then its
+    record. Returns the (action, record) pairs uploaded, in the planned order."""
+    from ..convert.pipeline import ConvertOptions, to_wheels  # only a run that converts loads them
+
+    first = planned[0].item
+    names = {a.item.variant: a for a in planned}
+    filters = replace(VariantFilter(), patterns=tuple(glob.escape(n) for n in names))
+    with tempfile.TemporaryDirectory(prefix="kernel-wheels-mirror-") as work:
+        convert = ConvertOptions(output_dir=Path(work) / "out", filters=filters, jobs=options.jobs)
+        result = to_wheels(lister.source(first.repo, locked),
+                           VersionRequest(RequestKind.REVISION, first.commit), convert)
+        uploaded = []
+        for wheel in result.wheels:
+            action = names[wheel.variant.name]
+            record = _upload(store, action.item, wheel.path)
+            uploaded.append((action, record))
+    order = list(names)
+    return sorted(uploaded, key=lambda pair: order.index(pair[0].item.variant))
+
+
+def _upload(store: Destination, item: Item, path: Path) -> Record:
+    from ..distribution.wheelfacts import read_facts
+
+    facts, metadata = read_facts(path)
+    wheel_key, metadata_key = object_keys(path.name)
+    store.put_file(wheel_key, path)
+    store.put(metadata_key, metadata)
+    record = Record(item.repo, item.version, item.tag, item.commit, item.variant, path.name,
+                    facts.project, facts.sha256, facts.size, facts.requires_python,
+                    facts.metadata_sha256)
+    store.put(pending_key(record), encode(record.to_dict()))
+    return record

@@ -1,0 +1,365 @@
+"""Where a mirror is written: a folder, or an S3-compatible bucket.
+
+Both hold the same keys with the same bytes (``files/<wheel>``, ``simple/...``,
+``.kernel-wheels/mirror/...``). Object storage has no rename, so every ``put`` must be
+complete or absent: a folder writes a temporary file and renames it; S3 ``PutObject`` is
+atomic by itself. ``put(..., if_absent=True)`` is the one conditional write the lease
+needs: ``O_EXCL``-like (a hard link) for a folder, ``If-None-Match: *`` for S3.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from ..confine import inside
+from ..errors import DistributionError, UsageError
+
+#: Temporary files of a folder destination (removed again; never listed).
+TEMP_DIR = ".kernel-wheels/tmp"
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+
+
+class Destination(Protocol):
+    """A key -> bytes store with atomic puts."""
+
+    description: str
+
+    def get(self, key: str) -> bytes | None:
+        """The object's bytes; None when there is none."""
+        ...
+
+    def put(self, key: str, data: bytes, *, if_absent: bool = False) -> bool:
+        """Write the whole object at once; with ``if_absent``, only when there is none
+        (False: there was one, nothing written)."""
+        ...
+
+    def put_file(self, key: str, path: Path) -> None:
+        ...
+
+    def delete(self, key: str) -> None:
+        """Remove the object (none is not an error)."""
+        ...
+
+    def delete_many(self, keys: list[str]) -> None:
+        """:meth:`delete` of each (a bucket takes up to 1,000 in one request)."""
+        ...
+
+    def keys(self, prefix: str) -> Iterator[str]:
+        """Every key under ``prefix`` (which ends with ``/``), in no particular order."""
+        ...
+
+
+class FolderDestination:
+    def __init__(self, root: Path) -> None:
+        self.root = root.absolute()
+        self.description = str(root)
+        self._counter = 0
+        self._lock = threading.Lock()
+        #: Folders proven inside the root (links followed): a mirror of 100,000 wheels
+        #: asks for a few hundred thousand keys in a few thousand folders.
+        self._proven: set[str] = set()
+
+    def __getstate__(self) -> dict[str, Any]:  # to a worker process: no lock, no memo
+        return {"root": self.root, "description": self.description}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["root"])  # type: ignore[misc]
+        self.description = state["description"]
+
+    def _path(self, key: str) -> Path:
+        folder, _, name = key.rpartition("/")
+        if folder in self._proven and name and name not in (".", ".."):
+            return Path(f"{self.root}/{key}")
+        path = inside(self.root, key, "the mirror")
+        if path.parent.is_dir():  # a folder made later is proven when first used
+            self._proven.add(folder)
+        return path
+
+    def _temp(self) -> Path:
+        with self._lock:
+            self._counter += 1
+            count = self._counter
+        folder = self.root / TEMP_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / f"{os.getpid()}-{threading.get_ident()}-{count}"
+
+    def get(self, key: str) -> bytes | None:
+        try:
+            return self._path(key).read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def put(self, key: str, data: bytes, *, if_absent: bool = False) -> bool:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = self._temp()
+        temp.write_bytes(data)
+        temp.chmod(0o644)
+        if not if_absent:
+            os.replace(temp, path)
+            return True
+        try:  # a link fails when the name exists: the folder's conditional put
+            os.link(temp, path)
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            temp.unlink()
+
+    def put_file(self, key: str, path: Path) -> None:
+        final = self._path(key)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        temp = self._temp()
+        with path.open("rb") as source, temp.open("wb") as out:
+            while chunk := source.read(1 << 20):
+                out.write(chunk)
+        temp.chmod(0o644)
+        os.replace(temp, final)
+
+    def delete(self, key: str) -> None:
+        self.delete_many([key])
+
+    def delete_many(self, keys: list[str]) -> None:
+        folders = set()
+        for key in keys:
+            path = self._path(key)
+            path.unlink(missing_ok=True)
+            folders.add(path.parent)
+        # No empty folders left behind (a bucket has none); each tried once, deepest first.
+        tried: set[Path] = set()
+        for folder in sorted(folders, key=lambda f: len(f.parts), reverse=True):
+            while folder != self.root and folder.is_relative_to(self.root) and folder not in tried:
+                tried.add(folder)
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+                folder = folder.parent
+
+    def keys(self, prefix: str) -> Iterator[str]:
+        base = self._path(prefix.rstrip("/")) if prefix else self.root
+        skip = str(self.root / TEMP_DIR)
+        strip = len(str(self.root)) + 1
+        stack = [str(base)]
+        while stack:
+            folder = stack.pop()
+            if folder == skip:
+                continue
+            try:
+                entries = list(os.scandir(folder))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    yield entry.path[strip:]
+
+    def clean_temp(self) -> None:
+        """Temporary files of processes that are gone (a killed run's)."""
+        folder = self.root / TEMP_DIR
+        try:
+            entries = list(os.scandir(folder))
+        except FileNotFoundError:
+            return
+        for entry in entries:
+            pid = entry.name.split("-", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                Path(entry.path).unlink(missing_ok=True)
+        for path in (folder, folder.parent):
+            try:
+                path.rmdir()
+            except OSError:
+                break
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class S3Destination:
+    """``s3://bucket/prefix`` through boto3, with the usual AWS environment
+    (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_DEFAULT_REGION``, profiles, and
+    ``AWS_ENDPOINT_URL`` for an S3-compatible store)."""
+
+    def __init__(self, bucket: str, prefix: str, client: Any) -> None:
+        self.bucket, self.prefix, self.client = bucket, prefix, client
+        self.description = f"s3://{bucket}/{prefix}".rstrip("/")
+
+    def __getstate__(self) -> dict[str, Any]:  # to a worker process: a client of its own
+        return {"bucket": self.bucket, "prefix": self.prefix}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["bucket"], state["prefix"], _s3_client())  # type: ignore[misc]
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _failed(self, what: str, key: str, exc: Exception) -> DistributionError:
+        error = getattr(exc, "response", {}).get("Error", {})
+        code = error.get("Code") or type(exc).__name__
+        return DistributionError(f"{self.description}: {what} {key} failed ({code}"
+                                 f"{': ' + error['Message'] if error.get('Message') else ''})")
+
+    def get(self, key: str) -> bytes | None:
+        try:
+            answer = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+            return bytes(answer["Body"].read())
+        except self.client.exceptions.NoSuchKey:
+            return None
+        except Exception as exc:
+            raise self._failed("reading", key, exc) from None
+
+    def put(self, key: str, data: bytes, *, if_absent: bool = False) -> bool:
+        extra = {"IfNoneMatch": "*"} if if_absent else {}
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data,
+                                   ContentType=_content_type(key), **extra)
+            return True
+        except Exception as exc:
+            status = getattr(exc, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if if_absent and status in (409, 412):  # there is one (or a put of one is under way)
+                return False
+            raise self._failed("writing", key, exc) from None
+
+    def put_file(self, key: str, path: Path) -> None:
+        try:  # one PutObject (up to 5 GB): never a visible half of a multipart upload
+            with path.open("rb") as body:
+                self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=body,
+                                       ContentType=_content_type(key))
+        except OSError:
+            raise
+        except Exception as exc:
+            raise self._failed("writing", key, exc) from None
+
+    def delete(self, key: str) -> None:
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        except Exception as exc:
+            raise self._failed("deleting", key, exc) from None
+
+    def delete_many(self, keys: list[str]) -> None:
+        for start in range(0, len(keys), 1000):
+            batch = [{"Key": self._key(k)} for k in keys[start:start + 1000]]
+            try:
+                answer = self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch,
+                                                                                "Quiet": True})
+            except Exception as exc:
+                raise self._failed("deleting", keys[start], exc) from None
+            if answer.get("Errors"):
+                error = answer["Errors"][0]
+                raise DistributionError(f"{self.description}: deleting {error.get('Key')} failed "
+                                        f"({error.get('Code')})")
+
+    def keys(self, prefix: str) -> Iterator[str]:
+        strip = len(self._key(""))
+        try:
+            pages = self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=self._key(prefix))
+            for page in pages:
+                for item in page.get("Contents", ()):
+                    yield item["Key"][strip:]
+        except Exception as exc:
+            raise self._failed("listing", prefix or "/", exc) from None
+
+
+def _content_type(key: str) -> str:
+    if key.endswith(".html"):
+        return "text/html"
+    if key.endswith(".json"):
+        return "application/json"
+    return "application/octet-stream"
+
+
+def open_destination(spec: str) -> Destination:
+    """A folder path, ``s3://bucket[/prefix]``; an index server URL is refused."""
+    split = urlsplit(spec)
+    if split.scheme in ("http", "https"):
+        raise UsageError(f"--to {spec}: mirroring into an index server is not supported yet; "
+                         "mirror into a folder or s3://bucket/prefix (then `kernel-wheels publish`)")
+    if split.scheme == "s3":
+        bucket, prefix = split.netloc, split.path.strip("/")
+        if not _BUCKET.fullmatch(bucket) or ".." in prefix or "//" in prefix:
+            raise UsageError(f"--to {spec}: give s3://BUCKET/PREFIX (a bucket name of 3 to 63 "
+                             "lower-case letters, digits, dots and dashes)")
+        return S3Destination(bucket, prefix, _s3_client())
+    if split.scheme:
+        raise UsageError(f"--to {spec}: give a folder, s3://BUCKET/PREFIX or an https:// index URL")
+    return FolderDestination(Path(spec))
+
+
+def _s3_client() -> Any:
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError:
+        raise UsageError("s3:// destinations need boto3: pip install 'kernel-wheels[s3]'") from None
+    # boto3 reads AWS_ENDPOINT_URL, credentials and region from the environment itself.
+    config = Config(retries={"max_attempts": 5, "mode": "standard"},
+                    region_name=os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION")
+                    or "us-east-1")
+    return boto3.client("s3", config=config)
+
+
+#: Test hook (docs/mirror.md, tests/test_mirror.py): the process kills itself (SIGKILL)
+#: right after its N-th write to the destination, to prove that a run stopped at any
+#: write is finished by the next one. A SIGKILL at an exact write cannot be provoked
+#: from outside.
+FAULT_ENV = "KERNEL_WHEELS_MIRROR_KILL_AFTER_WRITES"
+
+
+class KillingDestination:
+    def __init__(self, inner: Destination, after: int) -> None:
+        self.inner, self.after, self.writes = inner, after, 0
+        self.description = inner.description
+
+    def _wrote(self) -> None:
+        self.writes += 1
+        if self.writes >= self.after:
+            import signal
+
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def get(self, key: str) -> bytes | None:
+        return self.inner.get(key)
+
+    def put(self, key: str, data: bytes, *, if_absent: bool = False) -> bool:
+        written = self.inner.put(key, data, if_absent=if_absent)
+        self._wrote()
+        return written
+
+    def put_file(self, key: str, path: Path) -> None:
+        self.inner.put_file(key, path)
+        self._wrote()
+
+    def delete(self, key: str) -> None:
+        self.inner.delete(key)
+        self._wrote()
+
+    def delete_many(self, keys: list[str]) -> None:
+        for key in keys:  # one write each, as a kill point
+            self.delete(key)
+
+    def keys(self, prefix: str) -> Iterator[str]:
+        return self.inner.keys(prefix)
+
+    def clean_temp(self) -> None:
+        if isinstance(self.inner, FolderDestination):
+            self.inner.clean_temp()
+
+
+def with_faults(store: Destination) -> Destination:
+    after = os.environ.get(FAULT_ENV)
+    return KillingDestination(store, int(after)) if after and after.isdigit() else store

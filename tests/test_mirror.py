@@ -1,0 +1,373 @@
+"""`kernel-wheels mirror`: kernels of the local olah Hub into a folder and into a bucket
+of moto's S3 server on 127.0.0.1, as a user runs it (a new process each time)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import unquote, urljoin
+
+import pytest
+
+from helpers import free_port, make_venv, run_cli, stop, wait_for
+from mirror_hub import KERNELS, S3Server, folder_snapshot, git, mirror_hub, s3_server, write_release
+
+REPOS = sorted(KERNELS)
+
+
+@pytest.fixture(scope="session")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with mirror_hub(tmp_path_factory.mktemp("mirror-hub")) as (endpoint, _repos):
+        yield endpoint
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    with s3_server(tmp_path_factory.mktemp("s3")) as server:
+        yield server
+
+
+def _env(endpoint: str, tmp_path: Path, s3: S3Server) -> dict[str, str]:
+    return {"HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path / "hf-home"),
+            "KERNEL_WHEELS_CACHE": str(tmp_path / "kw-cache"), "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+            **s3.env()}
+
+
+@pytest.fixture
+def env(hub: str, tmp_path: Path, s3: S3Server) -> dict[str, str]:
+    return _env(hub, tmp_path, s3)
+
+
+_buckets = iter(range(1_000_000))
+
+
+def new_bucket(s3: S3Server) -> str:
+    return s3.bucket(f"mirror-{os.getpid()}-{next(_buckets)}")
+
+
+def mirror(*args: str | Path, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
+    return run_cli("mirror", *args, env=env, check=check)
+
+
+def as_json(proc: subprocess.CompletedProcess[str]) -> dict:  # type: ignore[type-arg]
+    return json.loads(proc.stdout)
+
+
+def check_pages(objects: dict[str, bytes]) -> int:
+    """Every file every JSON page lists exists, complete (its sha256), with its
+    .metadata; every HTML page lists the same files. Returns the files referenced."""
+    referenced = 0
+    for key, data in objects.items():
+        if not key.endswith("/index.json") or "/simple/" not in f"/{key}" or key.startswith(".kernel-wheels"):
+            continue
+        page = json.loads(data)
+        if "files" not in page:  # a root page: each project it lists has a page
+            for project in page["projects"]:
+                assert key.replace("index.json", f"{project['name']}/index.json") in objects, key
+            continue
+        # The HTML form follows the JSON form: a run killed in between left only the latter.
+        html = objects.get(key.replace("index.json", "index.html"), b"").decode()
+        for entry in page["files"]:
+            target = unquote(urljoin(key, entry["url"]))
+            assert target in objects, f"{key} lists {target}, which is not there"
+            assert hashlib.sha256(objects[target]).hexdigest() == entry["hashes"]["sha256"], target
+            assert target + ".metadata" in objects
+            assert not html or entry["filename"] in html
+            referenced += 1
+    return referenced
+
+
+def test_folder_and_bucket_hold_the_same_bytes_and_a_rerun_writes_nothing(
+        env: dict[str, str], s3: S3Server, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    bucket = new_bucket(s3)
+    run = mirror(*REPOS, "--to", site, "--json", env=env)
+    first = as_json(run)
+    to_bucket = mirror(*REPOS, "--to", f"s3://{bucket}/kernels", env=env)
+    items = sum(len(v) for releases in KERNELS.values() for _, v in releases)
+    assert first["counts"]["added"] == items and first["counts"]["refused"] == 0
+    # Progress per repository and overall (bytes, rate) on stderr; the table on stdout.
+    assert "mirror-org/alpha: 3 release(s), 16 variant(s)" in run.stderr
+    assert f"[{items}/{items}] mirror-org/gamma 3.0.0" in run.stderr \
+        and re.search(r"overall [\d.]+ [kMG]?B at [\d.]+ [kMG]?B/s\)", run.stderr)
+    table = to_bucket.stdout.splitlines()
+    assert sum(line.startswith("added  mirror-org/") for line in table) == items
+    assert table[-1].startswith(f"s3://{bucket}/kernels: {items} added, 0 skipped;")
+
+    folder = folder_snapshot(site)
+    assert folder == s3.snapshot(bucket, "kernels")
+    assert check_pages(folder) >= items
+    state = json.loads(folder[".kernel-wheels/mirror/state/mirror-org/alpha.json"])
+    record = next(r for r in state["records"] if r["version"] == "1.1.0" and r["variant"] == "torch-cpu")
+    assert record["sha256"] == hashlib.sha256(folder[f"files/{record['wheel']}"]).hexdigest()
+    assert len(record["commit"]) == 40 and record["tag"] == "v1.1.0"
+
+    mtimes = {p: p.stat().st_mtime_ns for p in site.rglob("*") if p.is_file()}
+    again = mirror(*REPOS, "--to", site, env=env)
+    assert f"0 added, {items} skipped" in again.stdout
+    assert {p: p.stat().st_mtime_ns for p in site.rglob("*") if p.is_file()} == mtimes
+    rerun = as_json(mirror(*REPOS, "--to", f"s3://{bucket}/kernels", "--json", env=env))
+    assert rerun["counts"]["skipped"] == items and rerun["pages_written"] == 0
+    assert s3.snapshot(bucket, "kernels") == folder
+
+
+def test_pip_installs_from_the_mirror(env: dict[str, str], tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    mirror("mirror-org/alpha", "mirror-org/beta", "--to", site, "--variant", "torch-universal",
+           "--variant", "torch213-*", env=env)
+    port = free_port()
+    log = tmp_path / "http.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen([sys.executable, "-m", "http.server", "-d", str(site), "-b", "127.0.0.1",
+                                   str(port)], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_for(f"http://127.0.0.1:{port}/simple/alpha/", server, log)
+        python = make_venv(tmp_path / "venv")
+        pip = [str(python), "-m", "pip", "install", "-q", "--no-deps", "--index-url"]
+        quiet = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
+        show = [str(python), "-c", "import beta; print(beta.VERSION, beta.VARIANT)"]
+        subprocess.run([*pip, f"http://127.0.0.1:{port}/simple", "beta==0.1.0"], check=True,
+                       capture_output=True, env=quiet)
+        out = subprocess.run(show, check=True, capture_output=True, text=True).stdout
+        assert out.split() == ["0.1.0", "torch-universal"]
+        # A target's index lists the build for that target: plain pip picks it (its
+        # import guard wants torch, which this venv lacks: the installed version says it).
+        subprocess.run([*pip, f"http://127.0.0.1:{port}/torch213-cxx11-cpu/simple", "--force-reinstall",
+                        "alpha"], check=True, capture_output=True, env=quiet)
+        version = [str(python), "-c", "import importlib.metadata as m; print(m.version('alpha'))"]
+        out = subprocess.run(version, check=True, capture_output=True, text=True).stdout
+        assert out.strip() == "2.0.0+torch213cpucxx11"
+    finally:
+        stop(server)
+
+
+def test_dry_run_lists_the_plan_and_downloads_nothing(env: dict[str, str], tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    plan = as_json(mirror("mirror-org/alpha", "--to", site, "--dry-run", "--json", env=env))
+    assert plan["dry_run"] and plan["counts"]["planned"] == 16
+    assert {(i["version"], i["variant"]) for i in plan["items"]} >= {("2.0.0", "torch-rocm")}
+    assert not site.exists()
+    assert not (tmp_path / "hf-home").exists() or not list((tmp_path / "hf-home").rglob("*.py"))
+
+
+def test_version_and_variant_selection(env: dict[str, str], tmp_path: Path) -> None:
+    newest = as_json(mirror("mirror-org/alpha", "--to", tmp_path / "a", "--newest", "1", "--dry-run", "--json",
+                            env=env))
+    assert {i["version"] for i in newest["items"]} == {"1.1.0", "2.0.0"}
+    ranged = as_json(mirror("mirror-org/alpha", "--to", tmp_path / "b", "--versions", ">=1.1,<2",
+                            "--backend", "cuda", "--json", env=env))
+    assert [(i["status"], i["version"], i["variant"]) for i in ranged["items"]] == \
+        [("added", "1.1.0", "torch-cuda"), ("added", "1.1.0", "torch27-cxx11-cu128-x86_64-linux")]
+    assert sorted(p.name for p in (tmp_path / "b" / "files").glob("*.whl")) == \
+        ["alpha-1.1.0+cuda-py3-none-any.whl",
+         "alpha-1.1.0+torch27cu128cxx11-cp39-abi3-manylinux_2_28_x86_64.whl"]
+    assert (tmp_path / "b" / "torch27-cxx11-cu128" / "simple" / "alpha" / "index.html").is_file()
+
+
+def test_a_wider_filter_adds_only_the_new_variants(env: dict[str, str], tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    narrow = as_json(mirror("mirror-org/beta", "--to", site, "--variant", "torch-universal", "--json", env=env))
+    assert narrow["counts"]["added"] == 2
+    before = {p.name: p.stat().st_mtime_ns for p in (site / "files").iterdir()}
+    wide = as_json(mirror("mirror-org/beta", "--to", site, "--json", env=env))
+    assert wide["counts"] == {**wide["counts"], "added": 1, "skipped": 2}
+    assert [(i["version"], i["variant"]) for i in wide["items"]] == [("0.2.0", "torch-cpu")]
+    after = {p.name: p.stat().st_mtime_ns for p in (site / "files").iterdir()}
+    assert {k: v for k, v in after.items() if k in before} == before  # nothing converted again
+    again = as_json(mirror("mirror-org/beta", "--to", site, "--json", env=env))
+    assert again["counts"]["skipped"] == 3 and again["pages_written"] == 0
+
+
+def test_a_lock_mirrors_the_locked_release(env: dict[str, str], hub: str, tmp_path: Path) -> None:
+    refs = json.loads(subprocess.run([sys.executable, "-c", (
+        "import json,sys; from huggingface_hub import HfApi; "
+        "r = HfApi().list_repo_refs('mirror-org/beta', repo_type='kernel'); "
+        "print(json.dumps({t.name: t.target_commit for t in r.tags}))")],
+        env={**os.environ, **env}, check=True, capture_output=True, text=True).stdout)
+    lock = tmp_path / "kernels.lock"
+    lock.write_text(json.dumps([{"dependency": {"repo-id": "mirror-org/beta", "version": 0},
+                                 "lock": {"commit": refs["v0.1.0"]}}]))
+    result = as_json(mirror("--lock", lock, "--to", tmp_path / "site", "--json", env=env))
+    assert [(i["status"], i["version"], i["variant"]) for i in result["items"]] == \
+        [("added", "0.1.0", "torch-universal")]
+    # The lock names one release: the others are not "deleted", nothing is yanked.
+    again = as_json(mirror("--lock", lock, "--to", tmp_path / "site", "--json", env=env))
+    assert again["counts"]["yanked"] == 0 and again["counts"]["skipped"] == 1
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ((), "name what to mirror: REPO ..., --org ORG or --lock FILE"),
+    (("mirror-org/alpha", "--shard", "4/4"), "--shard '4/4': give K/N with 0 <= K < N"),
+    (("mirror-org/alpha", "--versions", "1.0 or so"), "--versions '1.0 or so' is not a version range"),
+    (("mirror-org/alpha", "--newest", "0"), "--newest 0: give a number of releases of at least 1"),
+    (("mirror-org/alpha", "--backend", "cuad"), "--backend 'cuad' is not a backend"),
+    (("mirror-org/nothing",), "mirror-org/nothing"),
+    (("../etc",), "is not a repository id"),
+    (("--lock", "missing.lock"), "missing.lock does not exist"),
+])
+def test_bad_input_is_one_line(env: dict[str, str], tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    proc = mirror(*args, "--to", tmp_path / "site", env=env, check=False)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1].startswith("kernel-wheels: error: ") and message in lines[-1], proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "site").exists()
+
+
+@pytest.mark.parametrize(("dest", "message"), [
+    ("https://pypi.example/simple", "mirroring into an index server is not supported yet"),
+    ("s3://B/x", "give s3://BUCKET/PREFIX"),
+    ("ftp://host/x", "give a folder, s3://BUCKET/PREFIX"),
+])
+def test_bad_destination_is_one_line(env: dict[str, str], dest: str, message: str) -> None:
+    proc = mirror("mirror-org/alpha", "--to", dest, env=env, check=False)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_missing_bucket_is_one_line(env: dict[str, str]) -> None:
+    proc = mirror("mirror-org/beta", "--to", "s3://no-such-bucket/k", env=env, check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "s3://no-such-bucket/k" in proc.stderr and "NoSuchBucket" in proc.stderr
+
+
+def test_four_shards_give_the_bytes_of_one_run(env: dict[str, str], s3: S3Server) -> None:
+    whole, sharded = new_bucket(s3), new_bucket(s3)
+    mirror(*REPOS, "--to", f"s3://{whole}/k", env=env)
+    cmd = [sys.executable, "-m", "kernel_wheels", "mirror", *REPOS, "--to", f"s3://{sharded}/k", "--json"]
+    workers = [subprocess.Popen([*cmd, "--shard", f"{k}/4"], env={**os.environ, **env},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in range(4)]
+    results = [(w.communicate(timeout=600), w.returncode) for w in workers]
+    assert all(code == 0 for _, code in results), results
+    added = [json.loads(out)["counts"]["added"] for (out, _), _ in results]
+    assert sum(added) == sum(len(v) for releases in KERNELS.values() for _, v in releases)
+    assert sum(a > 0 for a in added) >= 3  # the work was split, not done by one
+    assert s3.snapshot(sharded, "k") == s3.snapshot(whole, "k")
+
+
+# -- Hub changes: a repository of its own, served by an olah of its own ------------------
+
+@pytest.fixture
+def changing_hub(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    with mirror_hub(tmp_path / "hub") as (endpoint, repos):
+        yield endpoint, repos / "kernels" / "mirror-org" / "beta"
+
+
+def test_new_releases_are_added_deleted_ones_yanked_then_pruned(
+        changing_hub: tuple[str, Path], tmp_path: Path, s3: S3Server) -> None:
+    endpoint, repo = changing_hub
+    env = _env(endpoint, tmp_path, s3)
+    dest = f"s3://{new_bucket(s3)}/m"
+    bucket = dest.split("/")[2]
+    mirror("mirror-org/beta", "--to", dest, env=env)
+
+    write_release(repo, "0.3.0", ("torch-universal",), step=10)
+    added = as_json(mirror("mirror-org/beta", "--to", dest, "--json", env=env))
+    assert [(i["status"], i["version"]) for i in added["items"] if i["status"] != "skipped"] == \
+        [("added", "0.3.0")]
+
+    git(repo, "tag", "-d", "v0.1.0")
+    yanked = as_json(mirror("mirror-org/beta", "--to", dest, "--json", env=env))
+    assert [(i["status"], i["version"]) for i in yanked["items"] if i["status"] != "skipped"] == \
+        [("yanked", "0.1.0")]
+    objects = s3.snapshot(bucket, "m")
+    page = json.loads(objects["simple/beta/index.json"])
+    flags = {f["filename"]: f["yanked"] for f in page["files"]}
+    assert flags["beta-0.1.0-py3-none-any.whl"] == "deleted on the Hub"
+    assert flags["beta-0.3.0-py3-none-any.whl"] is False
+    assert 'data-yanked="deleted on the Hub"' in objects["simple/beta/index.html"].decode()
+    assert "files/beta-0.1.0-py3-none-any.whl" in objects  # a pinned install still works
+    check_pages(objects)
+
+    pruned = as_json(mirror("mirror-org/beta", "--to", dest, "--prune", "--json", env=env))
+    assert [(i["status"], i["version"]) for i in pruned["items"] if i["status"] != "skipped"] == \
+        [("pruned", "0.1.0")]
+    objects = s3.snapshot(bucket, "m")
+    assert not [k for k in objects if "0.1.0" in k and not k.startswith(".kernel-wheels/")]
+    check_pages(objects)
+
+
+def test_a_moved_tag_is_reported_and_left_alone_unless_replaced(
+        changing_hub: tuple[str, Path], tmp_path: Path, s3: S3Server) -> None:
+    endpoint, repo = changing_hub
+    env = _env(endpoint, tmp_path, s3)
+    site = tmp_path / "site"
+    mirror("mirror-org/beta", "--to", site, env=env)
+    before = folder_snapshot(site)
+    write_release(repo, "0.2.0", ("torch-universal", "torch-cpu"), step=20)  # v0.2.0 moves
+
+    moved = as_json(mirror("mirror-org/beta", "--to", site, "--json", env=env))
+    rows = [(i["status"], i["version"], i["variant"]) for i in moved["items"] if i["status"] != "skipped"]
+    assert rows == [("moved", "0.2.0", "torch-cpu"), ("moved", "0.2.0", "torch-universal")]
+    assert "v0.2.0 moved from" in moved["items"][-1]["detail"]
+    assert folder_snapshot(site) == before
+
+    replaced = as_json(mirror("mirror-org/beta", "--to", site, "--replace-moved", "--json", env=env))
+    assert replaced["counts"]["replaced"] == 2
+    after = folder_snapshot(site)
+    state = json.loads(after[".kernel-wheels/mirror/state/mirror-org/beta.json"])
+    commits = {r["version"]: r["commit"] for r in state["records"]}
+    assert commits["0.2.0"] == git(repo, "rev-parse", "v0.2.0")
+    check_pages(after)
+
+
+# -- kills --------------------------------------------------------------------------------
+
+KILL_REPOS = ("mirror-org/beta", "mirror-org/gamma")
+
+
+def test_a_run_killed_at_any_write_is_finished_by_the_next(env: dict[str, str], s3: S3Server) -> None:
+    reference = new_bucket(s3)
+    mirror(*KILL_REPOS, "--to", f"s3://{reference}/k", env=env)
+    expected = s3.snapshot(reference, "k")
+    writes = len(expected) + 4 + 2  # objects, pending records and lease, state rewrites
+    killed_at = []
+    for k in range(1, writes + 1):
+        bucket = new_bucket(s3)
+        dest = f"s3://{bucket}/k"
+        # -j 1: one process makes every write (the hook kills the process that writes).
+        proc = mirror(*KILL_REPOS, "--to", dest, "-j", "1",
+                      env={**env, "KERNEL_WHEELS_MIRROR_KILL_AFTER_WRITES": str(k)}, check=False)
+        if proc.returncode == 0:
+            break  # the run has fewer writes than k
+        assert proc.returncode == -signal.SIGKILL, proc.stderr
+        killed_at.append(k)
+        check_pages(s3.snapshot(bucket, "k"))
+        mirror(*KILL_REPOS, "--to", dest, env=env)
+        assert s3.snapshot(bucket, "k") == expected, f"killed after write {k}"
+    assert len(killed_at) >= 20
+
+
+def test_runs_killed_from_outside_are_finished_by_the_next(env: dict[str, str], s3: S3Server) -> None:
+    reference = new_bucket(s3)
+    mirror(*KILL_REPOS, "--to", f"s3://{reference}/k", env=env)
+    expected = s3.snapshot(reference, "k")
+    for objects_before_kill in (1, 3, 6, 9, 12, 15):
+        bucket = new_bucket(s3)
+        cmd = [sys.executable, "-m", "kernel_wheels", "mirror", *KILL_REPOS, "--to", f"s3://{bucket}/k"]
+        worker = subprocess.Popen(cmd, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        while worker.poll() is None and len(s3.snapshot(bucket)) < objects_before_kill:
+            time.sleep(0.01)  # polling the bucket: the condition, not a fixed wait
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+        check_pages(s3.snapshot(bucket, "k"))
+        mirror(*KILL_REPOS, "--to", f"s3://{bucket}/k", env=env)
+        assert s3.snapshot(bucket, "k") == expected, f"killed after {objects_before_kill} objects"
+
+
+def test_two_runs_at_once_give_the_bytes_of_one(env: dict[str, str], s3: S3Server) -> None:
+    reference, shared = new_bucket(s3), new_bucket(s3)
+    mirror(*KILL_REPOS, "--to", f"s3://{reference}/k", env=env)
+    cmd = [sys.executable, "-m", "kernel_wheels", "mirror", *KILL_REPOS, "--to", f"s3://{shared}/k"]
+    runs = [subprocess.Popen(cmd, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    assert all(r.wait(timeout=600) == 0 for r in runs)
+    assert s3.snapshot(shared, "k") == s3.snapshot(reference, "k")
