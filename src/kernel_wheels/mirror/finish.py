@@ -4,6 +4,8 @@ no longer has, and write the pages, under the lease.
 Order, for crash safety on a store without rename (each step idempotent, so a run killed
 anywhere is finished by the next one, with the same bytes):
 
+0. ``pages.json`` names the targets the pending records bring and the repositories
+   about to be written (a run that finds them there redoes them whole);
 1. per repository whose records change: its project pages (the wheels they list were
    uploaded before their records were), then its state, then its pending records go;
 2. the root page of every index, then the landing page;
