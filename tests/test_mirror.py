@@ -91,13 +91,16 @@ def test_folder_and_bucket_hold_the_same_bytes_and_a_rerun_writes_nothing(
     bucket = new_bucket(s3)
     run = mirror(*REPOS, "--to", site, "--json", env=env)
     first = as_json(run)
-    to_bucket = mirror(*REPOS, "--to", f"s3://{bucket}/kernels", env=env)
+    to_bucket = mirror(*REPOS, "--to", f"s3://{bucket}/kernels", "--progress-bar", "on", env=env)
     items = sum(len(v) for releases in KERNELS.values() for _, v in releases)
     assert first["counts"]["added"] == items and first["counts"]["refused"] == 0
     # Progress per repository and overall (bytes, rate) on stderr; the table on stdout.
     assert "mirror-org/alpha: 3 release(s), 16 variant(s)" in run.stderr
     assert f"[{items}/{items}] mirror-org/gamma 3.0.0" in run.stderr \
         and re.search(r"overall [\d.]+ [kMG]?B at [\d.]+ [kMG]?B/s\)", run.stderr)
+    # --progress-bar on (a terminal's default): an overall bar of the planned items too.
+    assert re.search(rf"mirroring: 100%.*\| {items}/{items} \[", to_bucket.stderr), to_bucket.stderr[-500:]
+    assert "mirroring:" not in run.stderr  # not a terminal: lines only
     table = to_bucket.stdout.splitlines()
     assert sum(line.startswith("added  mirror-org/") for line in table) == items
     assert table[-1].startswith(f"s3://{bucket}/kernels: {items} added, 0 skipped;")

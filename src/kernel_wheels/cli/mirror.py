@@ -8,7 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import add_filters, add_network, add_source, filters, network, positive_int, stderr
+from ..progress import Task
+from .common import add_filters, add_network, add_source, filters, network, positive_int
+from .progress import TerminalProgress, from_args
 
 EPILOG = """\
 examples:
@@ -83,8 +85,11 @@ def run(args: argparse.Namespace) -> int:
     listings = [lister.list(repo) for repo in dedupe(repos)]
     if args.lock:
         listings += locked_listings(args.lock, lister, options.filters)
-    renderer = _Renderer(quiet=args.quiet > 0)
-    result = mirror(listings, store, options, lister=lister, progress=renderer)
+    renderer = _Renderer(from_args(args))
+    try:
+        result = mirror(listings, store, options, lister=lister, progress=renderer)
+    finally:
+        renderer.close()
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
@@ -93,32 +98,43 @@ def run(args: argparse.Namespace) -> int:
 
 
 class _Renderer:
-    """Progress on stderr: per repository, and overall with bytes and rate."""
+    """Mirror events through the command's progress (-q, -v, --progress-bar as every
+    command has them): a line per repository and per wheel with bytes and rates, and on a
+    terminal an overall bar of the planned items."""
 
-    def __init__(self, quiet: bool = False) -> None:
-        self.quiet = quiet  # -q: warnings and errors only (the final table still prints)
+    def __init__(self, progress: TerminalProgress) -> None:
+        self.progress = progress
         self.start = time.monotonic()
         self.bytes = 0
         self.per_repo: dict[str, int] = {}
+        self.overall: Task | None = None
 
     def __call__(self, event: Any) -> None:
         from ..mirror.progress import ItemDone, Listed, Message, Planned
 
-        if self.quiet:
-            return
         if isinstance(event, Listed):
-            stderr(f"{event.repo}: {event.releases} release(s), {event.variants} variant(s)")
+            self.progress(f"{event.repo}: {event.releases} release(s), {event.variants} variant(s)")
         elif isinstance(event, Planned):
-            stderr(f"shard {event.shard}: {event.to_convert} to convert, {event.skipped} already there")
+            self.progress(f"shard {event.shard}: {event.to_convert} to convert, "
+                          f"{event.skipped} already there")
+            if event.to_convert:
+                self.overall = self.progress.task("mirroring", event.to_convert)
         elif isinstance(event, ItemDone):
             self.bytes += event.size
             self.per_repo[event.repo] = self.per_repo.get(event.repo, 0) + event.size
             elapsed = max(time.monotonic() - self.start, 1e-6)
-            stderr(f"[{event.done}/{event.total}] {event.repo} {event.version} {event.variant}: "
-                   f"{event.wheel} ({_mb(event.size)}; {event.repo} {_mb(self.per_repo[event.repo])}; "
-                   f"overall {_mb(self.bytes)} at {_mb(self.bytes / elapsed)}/s)")
+            self.progress(f"[{event.done}/{event.total}] {event.repo} {event.version} {event.variant}: "
+                          f"{event.wheel} ({_mb(event.size)}; {event.repo} "
+                          f"{_mb(self.per_repo[event.repo])}; overall {_mb(self.bytes)} at "
+                          f"{_mb(self.bytes / elapsed)}/s)")
+            if self.overall is not None:
+                self.overall.advance()
         elif isinstance(event, Message):
-            stderr(event.text)
+            self.progress(event.text)
+
+    def close(self) -> None:
+        if self.overall is not None:
+            self.overall.finish()
 
 
 def _mb(size: float) -> str:
