@@ -589,6 +589,10 @@ def test_readme_says_how_to_install_what_each_command_needs_and_for_pip_users() 
                   "pip freeze"):
         assert habit in table, habit
     assert "minutes" in readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    # The README's first two commands set up a fresh machine: the demo, then the tests.
+    first_block = readme.split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = [line.split("#", 1)[0].strip() for line in first_block.splitlines()]
+    assert commands == ["bash scripts/demo.sh", "bash scripts/test.sh"], commands
     conformance = (ROOT / "docs" / "cli-conformance.md").read_text()
     for flag in ("--index-url", "--extra-index-url", "--find-links", "--no-index", "--pre", "--cert",
                  "--client-cert", "--keyring-provider", "--non-interactive", "--dry-run", "PIP_INDEX_URL",
