@@ -253,6 +253,16 @@ def _uv() -> str:
         return found
 
 
+def _install_argv(installer: str, environment: Environment, constraints: Path,
+                  arguments: Sequence[str]) -> list[str]:
+    """``pip install`` or ``uv pip install`` into the environment, torch pinned."""
+    if installer == "pip":
+        return [environment.python, "-m", "pip", "install", "--no-input",
+                "--disable-pip-version-check", "-c", str(constraints), *arguments]
+    return [_uv(), "pip", "install", "--python", environment.python, "-c", str(constraints),
+            *arguments]
+
+
 def installer_command(installer: str, environment: Environment, requirement: str, links: Path,
                       constraints: Path) -> list[str]:
     """The installer's argv for the kernel's wheel: ``NAME==VERSION`` from a folder holding
@@ -261,12 +271,8 @@ def installer_command(installer: str, environment: Environment, requirement: str
     says ``name==version``, with no direct_url.json), which requirement files, pip-audit
     and Dependabot understand. No index: with one, pip prefers the index's copy of the same
     file and downloads it a second time (its resolver tries equal candidates index first)."""
-    if installer == "pip":
-        return [environment.python, "-m", "pip", "install", "--no-input",
-                "--disable-pip-version-check", "-c", str(constraints), "--no-index", "--no-deps",
-                "--find-links", str(links), requirement]
-    return [_uv(), "pip", "install", "--python", environment.python, "-c", str(constraints),
-            "--no-index", "--no-deps", "--find-links", str(links), requirement]
+    return _install_argv(installer, environment, constraints,
+                         ["--no-index", "--no-deps", "--find-links", str(links), requirement])
 
 
 def dependencies_command(installer: str, environment: Environment, dependencies: Sequence[str],
@@ -275,11 +281,7 @@ def dependencies_command(installer: str, environment: Environment, dependencies:
     from the indexes (named in the environment, :func:`index_environment`), torch pinned;
     run before the wheel itself, so a dependency that cannot be had leaves the kernel
     uninstalled."""
-    if installer == "pip":
-        return [environment.python, "-m", "pip", "install", "--no-input",
-                "--disable-pip-version-check", "-c", str(constraints), *dependencies]
-    return [_uv(), "pip", "install", "--python", environment.python, "-c", str(constraints),
-            *dependencies]
+    return _install_argv(installer, environment, constraints, dependencies)
 
 
 def wheel_dependencies(wheel: Path) -> list[str]:
@@ -470,8 +472,8 @@ def install(requirement_text: str, settings: IndexSettings, *, python: Path | No
             wheel = download_path(place, chosen, links)
             assert choice.chosen.wheel is not None
             pinned = f"{choice.project}=={choice.chosen.wheel.version}"
-            command = installer_command(installer, environment, pinned, links,
-                                        _constraints(Path(scratch), environment))
+            constraints = _constraints(Path(scratch), environment)
+            command = installer_command(installer, environment, pinned, links, constraints)
             shown_env = tuple(f"{name}={_shown(value, secrets)}" for name, value in
                               index_environment(installer, settings).items())
             if dry_run:
@@ -483,7 +485,7 @@ def install(requirement_text: str, settings: IndexSettings, *, python: Path | No
             if dependencies:
                 say(f"installing what {pinned} requires with {installer}: {', '.join(dependencies)}")
                 _run_installer(dependencies_command(installer, environment, dependencies,
-                                                    _constraints(Path(scratch), environment)),
+                                                    constraints),
                                _child_environment(installer, settings), installer, secrets, say)
             say(f"installing {pinned} with {installer} (torch=={environment.torch_version} "
                 "pinned)")
