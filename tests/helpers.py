@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -63,10 +65,36 @@ def reference_gray(image):  # type: ignore[no-untyped-def]
     return ((0.21 * f[..., 0] + 0.72 * f[..., 1]) + 0.07 * f[..., 2]).to(image.dtype)
 
 
+def _ephemeral_ports() -> range:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return range(int(low), int(high) + 1)
+    except (OSError, ValueError):
+        return range(32768, 61000)
+
+
+_PORTS = itertools.count(random.Random(os.getpid()).randrange(0, 1000))
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port for a test server, free now and unlikely to be taken before it binds.
+
+    Not ``bind(0)``: that draws from the kernel's ephemeral range, which every outgoing
+    connection of pip, uv and the other workers also draws from, so the port could be
+    taken between the probe and the server's bind. Ports come from below that range
+    instead, each pytest-xdist worker walking a slice of its own."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    slot = int(worker) % 8 if worker.isdigit() else 0
+    low = max(1024, min(_ephemeral_ports().start, 33000) - 8 * 2000)
+    for _ in range(2000):
+        port = low + slot * 2000 + next(_PORTS) % 2000
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use (another run on this machine): the next one
+            return port
+    raise RuntimeError("no free port for a test server")
 
 
 def wait_for(url: str, process: subprocess.Popen[bytes], log: Path, timeout: float = 90) -> None:

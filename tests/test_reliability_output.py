@@ -243,15 +243,26 @@ def test_signals_at_random_points_never_leave_a_partial_wheel(source: Path, refe
     signals = [signal.SIGINT, signal.SIGTERM, signal.SIGKILL]
     runs, stale_after_kill, cleaned_by_next, mid_work = 0, 0, 0, 0
     outcomes: dict[str, int] = {}
-    for i in range(60):
+    # At least 60 runs, more (up to 150) until the delays have hit running work and SIGKILL
+    # has left a staging folder often enough: on a loaded machine the random delays alone
+    # can miss the short window in which a staging folder exists.
+    i = 0
+    while i < 60 or (i < 150 and (mid_work < 15 or stale_after_kill < 2)):
         sig = signals[i % 3]
+        i += 1
         if rng.random() < 0.6:
             for wheel in visible_wheels(out):  # so that placing is among the interrupted steps
                 wheel.unlink()
         run = subprocess.Popen([*KW, "to-wheel", str(source), "1.0.0", "-o", str(out), "-j", "2"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
-        time.sleep(rng.uniform(0.0, duration * 1.1))
+        if sig is signal.SIGKILL and i % 2 == 0:
+            # every other SIGKILL waits for a staging folder (a condition, not a time),
+            # so that what a killed run leaves behind is always among the cases
+            while run.poll() is None and not staging_folders(out):
+                time.sleep(0.002)
+        else:
+            time.sleep(rng.uniform(0.0, duration * 1.1))
         run.send_signal(sig)
         _, stderr = run.communicate(timeout=120)
         runs += 1
