@@ -36,6 +36,7 @@ from collections.abc import Callable
 from types import TracebackType
 
 from ..errors import DistributionError
+from ..processes import alive
 from .store import Destination
 
 LEASE_KEY = ".kernel-wheels/mirror/lease"
@@ -51,15 +52,10 @@ class LeaseBusyError(DistributionError):
 
 def _alive_here(holder: dict[str, object]) -> bool | None:
     """Whether the holder's process lives; None when it is on another host."""
-    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
+    pid = holder.get("pid")
+    if holder.get("host") != socket.gethostname() or not isinstance(pid, int):
         return None
-    try:
-        os.kill(int(holder["pid"]), 0)  # type: ignore[call-overload]
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return alive(pid)
 
 
 def _holder_token(raw: bytes) -> str:

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from ..confine import inside
 from ..errors import DistributionError, UsageError
+from ..processes import alive
 
 #: Temporary files of a folder destination (removed again; never listed).
 TEMP_DIR = ".kernel-wheels/tmp"
@@ -170,23 +171,13 @@ class FolderDestination:
             return
         for entry in entries:
             pid = entry.name.split("-", 1)[0]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not alive(int(pid)):
                 Path(entry.path).unlink(missing_ok=True)
         for path in (folder, folder.parent):
             try:
                 path.rmdir()
             except OSError:
                 break
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class S3Destination:
