@@ -19,6 +19,7 @@ import pytest
 
 from helpers import free_port, make_venv, run_cli, stop, wait_for
 from mirror_hub import KERNELS, S3Server, folder_snapshot, git, mirror_hub, s3_server, write_release
+from servers_index import pip_env, pypiserver
 
 REPOS = sorted(KERNELS)
 
@@ -225,14 +226,22 @@ def test_bad_input_is_one_line(env: dict[str, str], tmp_path: Path, args: tuple[
     assert not (tmp_path / "site").exists()
 
 
-@pytest.mark.parametrize(("dest", "message"), [
-    ("https://pypi.example/simple", "mirroring into an index server is not supported yet"),
-    ("s3://B/x", "give s3://BUCKET/PREFIX"),
-    ("ftp://host/x", "give a folder, s3://BUCKET/PREFIX"),
+@pytest.mark.parametrize(("args", "message"), [
+    (("--to", "https://pypi.example/"), "--to https://pypi.example/: an index server has no place for "
+                                        "the mirror's state; give --state DEST"),
+    (("--to", "https://pypi.example/", "--state", "https://other.example/"),
+     "--state https://other.example/: the mirror's state needs a folder or s3://BUCKET/PREFIX"),
+    (("--to", "site", "--state", "state"), "--state is for an index server --to"),
+    (("--to", "https://pypi.example/", "--state", "state", "--prune"),
+     "--prune: an index server's upload API cannot remove or replace a file"),
+    (("--to", "s3://B/x"), "--to s3://B/x: give s3://BUCKET/PREFIX"),
+    (("--to", "ftp://host/x"), "give a folder, s3://BUCKET/PREFIX or an http(s):// index server URL"),
 ])
-def test_bad_destination_is_one_line(env: dict[str, str], dest: str, message: str) -> None:
-    proc = mirror("mirror-org/alpha", "--to", dest, env=env, check=False)
-    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+def test_bad_destination_is_one_line(env: dict[str, str], args: tuple[str, ...], message: str) -> None:
+    proc = mirror("mirror-org/alpha", *args, env={**env, "TWINE_USERNAME": "u", "TWINE_PASSWORD": "p"},
+                  check=False)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_a_missing_bucket_is_one_line(env: dict[str, str]) -> None:
@@ -319,6 +328,47 @@ def test_a_moved_tag_is_reported_and_left_alone_unless_replaced(
     commits = {r["version"]: r["commit"] for r in state["records"]}
     assert commits["0.2.0"] == git(repo, "rev-parse", "v0.2.0")
     check_pages(after)
+
+
+# -- an index server as --to --------------------------------------------------------------
+
+def test_an_index_server_gets_the_wheels_and_a_folder_keeps_the_state(
+        changing_hub: tuple[str, Path], tmp_path: Path, s3: S3Server) -> None:
+    endpoint, repo = changing_hub
+    with pypiserver(tmp_path / "pypi") as server:
+        env = {**_env(endpoint, tmp_path, s3), "TWINE_USERNAME": server.username,
+               "TWINE_PASSWORD": server.password}
+        state = tmp_path / "state"
+        args = ("mirror-org/beta", "--to", server.upload_url, "--state", state, "--json")
+        first = as_json(mirror(*args, env=env))
+        assert first["counts"]["added"] == 3 and first["destination"] == f"{server.upload_url} (state in {state})"
+        # Two releases on the server, each file the one the state records; no pages or
+        # files beside the state (the server lists the wheels itself).
+        records = json.loads((state / ".kernel-wheels/mirror/state/mirror-org/beta.json").read_text())["records"]
+        listing = server.listing("beta")
+        assert listing == {r["wheel"]: r["sha256"] for r in records} and len(listing) == 3
+        assert sorted(p.name for p in state.iterdir()) == [".kernel-wheels"]
+        packages = tmp_path / "pypi" / "packages"
+        uploaded = {p.name: p.stat().st_mtime_ns for p in packages.iterdir()}
+
+        again = as_json(mirror(*args, env=env))
+        assert again["counts"]["added"] == 0 and again["counts"]["skipped"] == 3
+        assert {p.name: p.stat().st_mtime_ns for p in packages.iterdir()} == uploaded  # nothing uploaded
+
+        python = make_venv(tmp_path / "venv")
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--index-url", server.simple_url,
+                        "beta==0.1.0"], check=True, capture_output=True, env=pip_env())
+        out = subprocess.run([str(python), "-c", "import beta; print(beta.VERSION, beta.VARIANT)"],
+                             check=True, capture_output=True, text=True).stdout
+        assert out.split() == ["0.1.0", "torch-universal"]
+
+        # A release deleted on the Hub: the upload API cannot yank it, and the run says so.
+        git(repo, "tag", "-d", "v0.1.0")
+        gone = mirror(*args[:-1], env=env)
+        assert re.search(r"^not-yanked +mirror-org/beta +0\.1\.0 .*deleted on the Hub; not yanked \(index server\)$",
+                         gone.stdout, re.MULTILINE), gone.stdout
+        assert "0 yanked" not in gone.stdout and "1 not-yanked" in gone.stdout
+        assert server.listing("beta") == listing
 
 
 # -- kills --------------------------------------------------------------------------------
