@@ -19,6 +19,7 @@ import pytest
 
 from helpers import free_port, make_venv, run_cli, stop, wait_for
 from mirror_hub import KERNELS, S3Server, folder_snapshot, git, mirror_hub, s3_server, write_release
+from serve_hub import HubRepo, commit_of, hostile_hub, universal_files
 from servers_index import pip_env, pypiserver
 
 REPOS = sorted(KERNELS)
@@ -262,6 +263,31 @@ def test_four_shards_give_the_bytes_of_one_run(env: dict[str, str], s3: S3Server
     assert sum(added) == sum(len(v) for releases in KERNELS.values() for _, v in releases)
     assert sum(a > 0 for a in added) >= 3  # the work was split, not done by one
     assert s3.snapshot(sharded, "k") == s3.snapshot(whole, "k")
+
+
+def test_org_mirrors_exactly_that_organisations_repositories(tmp_path: Path, s3: S3Server) -> None:
+    """olah cannot list an author's repositories: a loopback Hub that can (serve_hub),
+    asked by the real huggingface_hub."""
+    def kernel(name: str, *versions: str) -> HubRepo:
+        return HubRepo({f"v{v}": commit_of(f"{name} {v}") for v in versions}, universal_files(len(versions)))
+
+    repos = {"org-a/one": kernel("one", "1.0.0", "1.1.0"), "org-a/two": kernel("two", "0.1.0"),
+             "org-a/notes": HubRepo({}, {"README.md": b"# not a kernel\n"}),  # no release, no build/
+             "org-b/three": kernel("three", "1.0.0"), "org-ab/four": kernel("four", "2.0.0")}
+    with hostile_hub(**repos) as hub:
+        env = {**_env(hub.endpoint, tmp_path, s3)}
+        site = tmp_path / "site"
+        result = as_json(mirror("--org", "org-a", "--to", site, "--json", env=env))
+        assert hub.count(r"^GET /api/models\?.*author=org-a") == 1
+        assert [(i["status"], i["repo"], i["version"]) for i in result["items"]] == \
+            [("added", "org-a/one", "1.0.0"), ("added", "org-a/one", "1.1.0"), ("added", "org-a/two", "0.1.0")]
+        assert sorted(p.name for p in (site / "files").glob("*.whl")) == \
+            ["one-1.0.0-py3-none-any.whl", "one-1.1.0-py3-none-any.whl", "two-0.1.0-py3-none-any.whl"]
+        assert sorted(p.name for p in (site / ".kernel-wheels/mirror/state").rglob("*.json")) == ["one.json", "two.json"]
+        assert not hub.count(r"org-b/three|org-ab/four")  # another organisation's: never even read
+        nobody = mirror("--org", "org-c", "--to", site, env=env, check=False)
+        assert nobody.returncode == 1 and nobody.stderr.strip().splitlines()[-1] == \
+            "kernel-wheels: error: --org org-c: the Hub lists no repositories of this organisation"
 
 
 # -- Hub changes: a repository of its own, served by an olah of its own ------------------
