@@ -12,7 +12,9 @@ in file URLs):
   ``{"type": "directory", "path", "oid"}``;
 - ``GET /api/.../revision/{revision}``: ``{"id", "sha", "lastModified"}``;
 - ``GET|HEAD /[kernels/]{org}/{name}/resolve/{revision}/{path}``: the file's bytes, with
-  ``ETag`` and ``X-Repo-Commit``.
+  ``ETag`` and ``X-Repo-Commit``;
+- ``GET /api/models?author={org}`` (``HfApi.list_models(author=...)``, which ``mirror
+  --org`` asks; olah does not answer it): ``[{"id", "modelId", "author"}]``, one page.
 
 A repository is a set of files served at every revision (by default a pure-Python
 ``torch-universal`` build: it converts in a moment, no compiler), with tags whose
@@ -166,6 +168,9 @@ class HostileHub:
     def _answer(self, raw_path: str) -> tuple[int, str, bytes, dict[str, str]]:
         split = urlsplit(raw_path)
         query = {k: v[0] for k, v in parse_qs(split.query).items()}
+        if split.path == "/api/models":  # the search: only the author filter is offered
+            owned = [r for r in sorted(self.repos) if query.get("author") in (None, r.split("/")[0])]
+            return _json([{"id": r, "modelId": r, "author": r.split("/")[0]} for r in owned])
         if (api := _API.fullmatch(split.path)) is not None:
             repo = self.repos.get(api["repo"])
             if repo is None:

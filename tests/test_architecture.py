@@ -19,7 +19,7 @@ PACKAGE = ROOT / "src" / "kernel_wheels"
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 WINGS = ("cli", "mirror", "serve", "locked", "convert", "distribution", "checks", "sources", "building", "wheel",
          "kernel")
-FLOOR = ("errors", "data", "cache", "network", "confine", "redaction", "progress")
+FLOOR = ("errors", "data", "cache", "network", "confine", "processes", "redaction", "progress")
 
 
 def lint_imports(src: Path, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -19,6 +19,8 @@ import pytest
 
 from helpers import free_port, make_venv, run_cli, stop, wait_for
 from mirror_hub import KERNELS, S3Server, folder_snapshot, git, mirror_hub, s3_server, write_release
+from serve_hub import HubRepo, commit_of, hostile_hub, universal_files
+from servers_index import pip_env, pypiserver
 
 REPOS = sorted(KERNELS)
 
@@ -225,14 +227,22 @@ def test_bad_input_is_one_line(env: dict[str, str], tmp_path: Path, args: tuple[
     assert not (tmp_path / "site").exists()
 
 
-@pytest.mark.parametrize(("dest", "message"), [
-    ("https://pypi.example/simple", "mirroring into an index server is not supported yet"),
-    ("s3://B/x", "give s3://BUCKET/PREFIX"),
-    ("ftp://host/x", "give a folder, s3://BUCKET/PREFIX"),
+@pytest.mark.parametrize(("args", "message"), [
+    (("--to", "https://pypi.example/"), "--to https://pypi.example/: an index server has no place for "
+                                        "the mirror's state; give --state DEST"),
+    (("--to", "https://pypi.example/", "--state", "https://other.example/"),
+     "--state https://other.example/: the mirror's state needs a folder or s3://BUCKET/PREFIX"),
+    (("--to", "site", "--state", "state"), "--state is for an index server --to"),
+    (("--to", "https://pypi.example/", "--state", "state", "--prune"),
+     "--prune: an index server's upload API cannot remove or replace a file"),
+    (("--to", "s3://B/x"), "--to s3://B/x: give s3://BUCKET/PREFIX"),
+    (("--to", "ftp://host/x"), "give a folder, s3://BUCKET/PREFIX or an http(s):// index server URL"),
 ])
-def test_bad_destination_is_one_line(env: dict[str, str], dest: str, message: str) -> None:
-    proc = mirror("mirror-org/alpha", "--to", dest, env=env, check=False)
-    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+def test_bad_destination_is_one_line(env: dict[str, str], args: tuple[str, ...], message: str) -> None:
+    proc = mirror("mirror-org/alpha", *args, env={**env, "TWINE_USERNAME": "u", "TWINE_PASSWORD": "p"},
+                  check=False)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_a_missing_bucket_is_one_line(env: dict[str, str]) -> None:
@@ -253,6 +263,31 @@ def test_four_shards_give_the_bytes_of_one_run(env: dict[str, str], s3: S3Server
     assert sum(added) == sum(len(v) for releases in KERNELS.values() for _, v in releases)
     assert sum(a > 0 for a in added) >= 3  # the work was split, not done by one
     assert s3.snapshot(sharded, "k") == s3.snapshot(whole, "k")
+
+
+def test_org_mirrors_exactly_that_organisations_repositories(tmp_path: Path, s3: S3Server) -> None:
+    """olah cannot list an author's repositories: a loopback Hub that can (serve_hub),
+    asked by the real huggingface_hub."""
+    def kernel(name: str, *versions: str) -> HubRepo:
+        return HubRepo({f"v{v}": commit_of(f"{name} {v}") for v in versions}, universal_files(len(versions)))
+
+    repos = {"org-a/one": kernel("one", "1.0.0", "1.1.0"), "org-a/two": kernel("two", "0.1.0"),
+             "org-a/notes": HubRepo({}, {"README.md": b"# not a kernel\n"}),  # no release, no build/
+             "org-b/three": kernel("three", "1.0.0"), "org-ab/four": kernel("four", "2.0.0")}
+    with hostile_hub(**repos) as hub:
+        env = {**_env(hub.endpoint, tmp_path, s3)}
+        site = tmp_path / "site"
+        result = as_json(mirror("--org", "org-a", "--to", site, "--json", env=env))
+        assert hub.count(r"^GET /api/models\?.*author=org-a") == 1
+        assert [(i["status"], i["repo"], i["version"]) for i in result["items"]] == \
+            [("added", "org-a/one", "1.0.0"), ("added", "org-a/one", "1.1.0"), ("added", "org-a/two", "0.1.0")]
+        assert sorted(p.name for p in (site / "files").glob("*.whl")) == \
+            ["one-1.0.0-py3-none-any.whl", "one-1.1.0-py3-none-any.whl", "two-0.1.0-py3-none-any.whl"]
+        assert sorted(p.name for p in (site / ".kernel-wheels/mirror/state").rglob("*.json")) == ["one.json", "two.json"]
+        assert not hub.count(r"org-b/three|org-ab/four")  # another organisation's: never even read
+        nobody = mirror("--org", "org-c", "--to", site, env=env, check=False)
+        assert nobody.returncode == 1 and nobody.stderr.strip().splitlines()[-1] == \
+            "kernel-wheels: error: --org org-c: the Hub lists no repositories of this organisation"
 
 
 # -- Hub changes: a repository of its own, served by an olah of its own ------------------
@@ -319,6 +354,47 @@ def test_a_moved_tag_is_reported_and_left_alone_unless_replaced(
     commits = {r["version"]: r["commit"] for r in state["records"]}
     assert commits["0.2.0"] == git(repo, "rev-parse", "v0.2.0")
     check_pages(after)
+
+
+# -- an index server as --to --------------------------------------------------------------
+
+def test_an_index_server_gets_the_wheels_and_a_folder_keeps_the_state(
+        changing_hub: tuple[str, Path], tmp_path: Path, s3: S3Server) -> None:
+    endpoint, repo = changing_hub
+    with pypiserver(tmp_path / "pypi") as server:
+        env = {**_env(endpoint, tmp_path, s3), "TWINE_USERNAME": server.username,
+               "TWINE_PASSWORD": server.password}
+        state = tmp_path / "state"
+        args = ("mirror-org/beta", "--to", server.upload_url, "--state", state, "--json")
+        first = as_json(mirror(*args, env=env))
+        assert first["counts"]["added"] == 3 and first["destination"] == f"{server.upload_url} (state in {state})"
+        # Two releases on the server, each file the one the state records; no pages or
+        # files beside the state (the server lists the wheels itself).
+        records = json.loads((state / ".kernel-wheels/mirror/state/mirror-org/beta.json").read_text())["records"]
+        listing = server.listing("beta")
+        assert listing == {r["wheel"]: r["sha256"] for r in records} and len(listing) == 3
+        assert sorted(p.name for p in state.iterdir()) == [".kernel-wheels"]
+        packages = tmp_path / "pypi" / "packages"
+        uploaded = {p.name: p.stat().st_mtime_ns for p in packages.iterdir()}
+
+        again = as_json(mirror(*args, env=env))
+        assert again["counts"]["added"] == 0 and again["counts"]["skipped"] == 3
+        assert {p.name: p.stat().st_mtime_ns for p in packages.iterdir()} == uploaded  # nothing uploaded
+
+        python = make_venv(tmp_path / "venv")
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--index-url", server.simple_url,
+                        "beta==0.1.0"], check=True, capture_output=True, env=pip_env())
+        out = subprocess.run([str(python), "-c", "import beta; print(beta.VERSION, beta.VARIANT)"],
+                             check=True, capture_output=True, text=True).stdout
+        assert out.split() == ["0.1.0", "torch-universal"]
+
+        # A release deleted on the Hub: the upload API cannot yank it, and the run says so.
+        git(repo, "tag", "-d", "v0.1.0")
+        gone = mirror(*args[:-1], env=env)
+        assert re.search(r"^not-yanked +mirror-org/beta +0\.1\.0 .*deleted on the Hub; not yanked \(index server\)$",
+                         gone.stdout, re.MULTILINE), gone.stdout
+        assert "0 yanked" not in gone.stdout and "1 not-yanked" in gone.stdout
+        assert server.listing("beta") == listing
 
 
 # -- kills --------------------------------------------------------------------------------

@@ -13,22 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..cache import cache_dir
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+from ..processes import alive
 
 
 def remove_stale_work_folders(base: Path) -> None:
     for folder in base.iterdir() if base.is_dir() else ():
         pid_text = folder.name.split("-", 1)[0]
-        if pid_text.isdigit() and not _alive(int(pid_text)):
+        if pid_text.isdigit() and not alive(int(pid_text)):
             shutil.rmtree(folder, ignore_errors=True)
 
 

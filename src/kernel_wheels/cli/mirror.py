@@ -20,6 +20,8 @@ examples:
   kernel-wheels mirror ORG/NAME --to site/ --versions '>=1.2,<3' --newest 2 --dry-run
   kernel-wheels mirror ORG/NAME --to s3://b/k --shard $JOB_COMPLETION_INDEX/8   # one of 8 workers
   AWS_ENDPOINT_URL=http://127.0.0.1:9000 kernel-wheels mirror ORG/NAME --to s3://b/k
+  TWINE_USERNAME=ci TWINE_PASSWORD=... \\
+    kernel-wheels mirror ORG/NAME --to https://pypi.internal/ --state s3://b/mirror-state
 
 A re-run converts only what is new. A release deleted on the Hub is yanked (PEP 592),
 or removed with --prune; a tag that moved to another commit is reported and left alone
@@ -27,16 +29,21 @@ unless --replace-moved. Wheel objects are written before the records and pages t
 name them: a run stopped anywhere is finished by the next one, with the same bytes.
 N workers with --shard 0/N .. N-1/N write exactly what one run writes. The destination
 is a static index (docs/index-scheme.md); serve a folder with any web server, a bucket
-through its website endpoint or a CDN. See docs/mirror.md.
+through its website endpoint or a CDN. An index server URL as --to gets the wheels through
+its upload API (credentials as `publish` reads them: TWINE_USERNAME/TWINE_PASSWORD,
+the URL's user part, the keyring, a prompt on a terminal); the state and lease live in --state
+(a folder or bucket), and deleted releases are reported as not yanked (the upload API
+cannot yank). See docs/mirror.md.
 """
 
 
 def register(commands: Any) -> argparse.ArgumentParser:
     mp: argparse.ArgumentParser = commands.add_parser(
-        "mirror", help="keep a static index (folder or S3 bucket) in sync with Hub kernels",
+        "mirror", help="keep an index (folder, S3 bucket or index server) in sync with Hub kernels",
         description="Convert every release of the given kernels (repositories, an organisation, "
                     "or a kernels.lock) into a static index in a folder or an S3-compatible "
-                    "bucket; incremental, crash-safe, and split over workers with --shard.",
+                    "bucket, or onto an index server; incremental, crash-safe, and split over "
+                    "workers with --shard.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     mp.add_argument("repos", nargs="*", metavar="REPO", help="Hub kernel repositories (org/name)")
     mp.add_argument("--org", action="append", default=[], metavar="ORG",
@@ -44,7 +51,11 @@ def register(commands: Any) -> argparse.ArgumentParser:
     mp.add_argument("--lock", type=Path, metavar="FILE",
                     help="a kernels.lock (or the project folder holding it): each locked release")
     mp.add_argument("--to", required=True, metavar="DEST",
-                    help="a folder, or s3://BUCKET/PREFIX (AWS_* environment, AWS_ENDPOINT_URL)")
+                    help="a folder, s3://BUCKET/PREFIX (AWS_* environment, AWS_ENDPOINT_URL), or an "
+                         "index server's upload URL (as publish; with --state)")
+    mp.add_argument("--state", metavar="DEST",
+                    help="with an index server --to: the folder or s3://BUCKET/PREFIX holding the "
+                         "mirror's state and lease")
     versions = mp.add_argument_group("version selection (default: every release)")
     versions.add_argument("--versions", metavar="RANGE", help="only releases in this range, e.g. '>=1.2,<3'")
     versions.add_argument("--newest", type=int, metavar="N", help="only the newest N releases of each major")
@@ -70,14 +81,24 @@ def run(args: argparse.Namespace) -> int:
     from ..mirror.listing import HubLister, dedupe, locked_listings, organisation_repos
     from ..mirror.pipeline import MirrorOptions, mirror
     from ..mirror.plan import Shard, VersionSelection
-    from ..mirror.store import open_destination, with_faults
+    from ..mirror.store import is_index_url, open_destination, with_faults
 
     if not (args.repos or args.org or args.lock):
         raise UsageError("name what to mirror: REPO ..., --org ORG or --lock FILE")
     options = MirrorOptions(filters(args), VersionSelection.parse(args.versions, args.newest),
                             Shard.parse(args.shard), args.replace_moved, args.prune, args.dry_run,
                             args.jobs)
-    store = with_faults(open_destination(args.to))
+    uploads = None
+    if is_index_url(args.to):
+        if not args.state:
+            raise UsageError(f"--to {args.to}: an index server has no place for the mirror's state; "
+                             "give --state DEST (a folder or s3://BUCKET/PREFIX)")
+        store = with_faults(open_destination(args.state, "--state"))
+        uploads = _server_uploads(args.to, prompt=not args.dry_run)
+    elif args.state:
+        raise UsageError("--state is for an index server --to: a folder or bucket keeps its own state")
+    else:
+        store = with_faults(open_destination(args.to))
     lister = HubLister(network(args), args.repo_type)
     repos = list(args.repos)
     for org in args.org:
@@ -87,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         listings += locked_listings(args.lock, lister, options.filters)
     renderer = _Renderer(from_args(args))
     try:
-        result = mirror(listings, store, options, lister=lister, progress=renderer)
+        result = mirror(listings, store, options, lister=lister, progress=renderer, uploads=uploads)
     finally:
         renderer.close()
     if args.json:
@@ -95,6 +116,16 @@ def run(args: argparse.Namespace) -> int:
     else:
         _table(result)
     return 1 if result.count("refused") else 0
+
+
+def _server_uploads(url: str, *, prompt: bool) -> Any:
+    from ..distribution.credentials import resolve_repository
+    from ..distribution.transport import index_timeout
+    from ..mirror.uploads import ServerUploads
+
+    # publish's resolution: TWINE_*, the URL's user part, the keyring, a prompt (not in a dry run).
+    repository = resolve_repository(repository_url=url, interactive=None if prompt else False)
+    return ServerUploads(repository, timeout=index_timeout())
 
 
 class _Renderer:

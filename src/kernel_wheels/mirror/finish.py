@@ -186,11 +186,12 @@ def needs_finish(store: Destination, hub_changes: bool) -> bool:
 
 
 def finish(store: Destination, listed: Mapping[str, RepoListing], touched: Iterable[str] = (), *,
-           prune: bool = False, workers: int = 1) -> FinishResult:
+           prune: bool = False, workers: int = 1, write_pages: bool = True) -> FinishResult:
     """Fold, yank or prune, write pages. ``listed``: repository -> what the Hub has now,
     for the repositories this run listed; ``touched``: those whose records the
     Hub's releases change, or with objects to delete (the plan knows); ``workers``:
-    processes writing repositories' pages at once (0: one per CPU). Call it holding the
+    processes writing repositories' pages at once (0: one per CPU); ``write_pages``: False when
+    an index server lists the wheels (only the state is kept). Call it holding the
     lease."""
     result = FinishResult()
     pages = PagesRecord.load(store)
@@ -218,7 +219,8 @@ def finish(store: Destination, listed: Mapping[str, RepoListing], touched: Itera
     owners = dict(pages.owners)
     covered = dict(pages.covered)
     with_garbage: list[str] = []
-    jobs = [_RepoJob(store, repo, listed.get(repo), tuple(sorted(targets)), prune) for repo in repos]
+    jobs = [_RepoJob(store, repo, listed.get(repo), tuple(sorted(targets)), prune, write_pages)
+            for repo in repos]
     for done in _run_jobs(jobs, owners, workers):
         repo = done.repo
         for project in sorted(done.projects):
@@ -242,11 +244,12 @@ def finish(store: Destination, listed: Mapping[str, RepoListing], touched: Itera
         result.pages_written += done.written
         result.repos_rendered += 1
 
-    for index in [ROOT_INDEX, *sorted(targets)]:
+    for index in [ROOT_INDEX, *sorted(targets)] if write_pages else ():
         projects = indexes.get(index, set())
         writer.put(f"{_index_folder(index)}/index.json", simple.render_root_json(projects))
         writer.put(f"{_index_folder(index)}/index.html", simple.render_root_html(projects))
-    writer.put("index.html", landing_page_html(sorted(targets)))
+    if write_pages:
+        writer.put("index.html", landing_page_html(sorted(targets)))
 
     for index, had in pages.indexes.items():  # pages no index lists any more
         store.delete_many([f"{_index_folder(index)}/{project}/{name}"
@@ -268,6 +271,7 @@ class _RepoJob:
     listing: RepoListing | None
     targets: tuple[str, ...]
     prune: bool
+    pages: bool = True
 
 
 @dataclass(frozen=True)
@@ -295,7 +299,7 @@ def _finish_repo(job: _RepoJob, owners: Mapping[str, str]) -> _RepoDone:
             raise DistributionError(f"{repo} and {owners[project]} both give the project {project}; "
                                     "mirror them into different destinations")
     writer = _Writer(store)
-    listed_now = render_repo(state, job.targets, writer)
+    listed_now = render_repo(state, job.targets, writer) if job.pages else {}
     if store.get(state_key(repo)) != state.to_bytes():
         store.put(state_key(repo), state.to_bytes())
     store.delete_many(pending)

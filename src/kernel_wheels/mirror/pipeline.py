@@ -18,10 +18,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import KernelWheelsError
+from ..errors import KernelWheelsError, UsageError
 from ..kernel.selection import VariantFilter
 from ..kernel.versions import RequestKind, VersionRequest
-from .finish import FinishResult, decided_by_hub, finish, needs_finish, object_keys
+from .finish import FinishResult, decided_by_hub, finish, needs_finish
 from .lease import DEFAULT_TTL, Lease
 from .listing import HubLister, RepoListing
 from .plan import Action, Item, Shard, VersionSelection, count_items, plan_repo
@@ -39,6 +39,7 @@ from .state import (
     repo_of_pending,
 )
 from .store import Destination, FolderDestination, KillingDestination
+from .uploads import StoreUploads, WheelUploads
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,9 @@ class MirrorOptions:
 class Row:
     """One line of the final table."""
 
-    status: str  # added, replaced, moved, yanked, pruned, refused, planned
+    #: added, replaced, moved, yanked, not-yanked (an index server: it cannot be told),
+    #: pruned, refused, planned
+    status: str
     repo: str
     version: str
     variant: str = ""
@@ -85,7 +88,8 @@ class MirrorResult:
         return self.skipped if status == "skipped" else sum(r.status == status for r in self.rows)
 
     def to_dict(self) -> dict[str, Any]:
-        statuses = ("planned", "added", "replaced", "skipped", "moved", "yanked", "pruned", "refused")
+        statuses = ("planned", "added", "replaced", "skipped", "moved", "yanked", "not-yanked", "pruned",
+                    "refused")
         return {"destination": self.destination, "shard": self.shard, "dry_run": self.dry_run,
                 "counts": {s: self.count(s) for s in statuses},
                 "pages_written": self.pages_written,
@@ -93,10 +97,18 @@ class MirrorResult:
 
 
 def mirror(listings: Sequence[RepoListing], store: Destination, options: MirrorOptions | None = None, *,
-           lister: HubLister | None = None, progress: Progress = silent) -> MirrorResult:
+           lister: HubLister | None = None, progress: Progress = silent,
+           uploads: WheelUploads | None = None) -> MirrorResult:
     """Bring ``store`` up to date with ``listings``; ``lister`` opens the Hub sources the
-    conversions download from."""
+    conversions download from. ``uploads``: where the wheels go (default: ``store``'s
+    ``files/``, with the pages; an index server keeps only the state in ``store``)."""
     options = options or MirrorOptions()
+    uploads = uploads or StoreUploads(store)
+    if not uploads.writes_pages and (options.prune or options.replace_moved):
+        raise UsageError(f"{'--prune' if options.prune else '--replace-moved'}: an index server's upload "
+                         "API cannot remove or replace a file; mirror into a folder or bucket for that")
+    where = store.description if uploads.writes_pages else \
+        f"{uploads.description} (state in {store.description})"
     work: list[Action] = []
     rows: list[Row] = []
     skipped = 0
@@ -125,9 +137,9 @@ def mirror(listings: Sequence[RepoListing], store: Destination, options: MirrorO
     if options.dry_run:
         rows += [Row("planned", a.item.repo, a.item.version, a.item.variant,
                      "replace" if a.kind == "replace" else "") for a in work]
-        return MirrorResult(store.description, str(options.shard), True, tuple(_sorted(rows)), 0, skipped)
+        return MirrorResult(where, str(options.shard), True, tuple(_sorted(rows)), 0, skipped)
 
-    rows += _convert_all(work, listings, store, options, lister or HubLister(), progress)
+    rows += _convert_all(work, listings, store, uploads, options, lister or HubLister(), progress)
     listed = {listing.repo: listing for listing in listings}
     done = FinishResult()
     if isinstance(store, (FolderDestination, KillingDestination)):
@@ -135,13 +147,16 @@ def mirror(listings: Sequence[RepoListing], store: Destination, options: MirrorO
     if needs_finish(store, bool(touched)):
         with Lease(store, ttl=options.lease_ttl, wait=options.lease_wait,
                    on_wait=lambda text: progress(Message(text))):
-            done = finish(store, listed, touched, prune=options.prune, workers=options.jobs)
+            done = finish(store, listed, touched, prune=options.prune, workers=options.jobs,
+                          write_pages=uploads.writes_pages)
     if isinstance(store, (FolderDestination, KillingDestination)):
         store.clean_temp()
-    rows += [Row("yanked", repo, version, detail="deleted on the Hub") for repo, version in done.yanked]
+    # The state records the yank either way (a release that comes back is un-yanked);
+    # a server's upload API has no yank: say so rather than pretend.
+    yanked, how = ("yanked", "") if uploads.writes_pages else ("not-yanked", "; not yanked (index server)")
+    rows += [Row(yanked, repo, version, detail=f"deleted on the Hub{how}") for repo, version in done.yanked]
     rows += [Row("pruned", repo, version, detail="deleted on the Hub") for repo, version in done.pruned]
-    return MirrorResult(store.description, str(options.shard), False, tuple(_sorted(rows)),
-                        done.pages_written, skipped)
+    return MirrorResult(where, str(options.shard), False, tuple(_sorted(rows)), done.pages_written, skipped)
 
 
 def _known(store: Destination, repo: str) -> tuple[dict[tuple[str, str, str], Known], bool]:
@@ -165,7 +180,8 @@ def _sorted(rows: list[Row]) -> list[Row]:
 
 
 def _convert_all(work: list[Action], listings: Sequence[RepoListing], store: Destination,
-                 options: MirrorOptions, lister: HubLister, progress: Progress) -> list[Row]:
+                 uploads: WheelUploads, options: MirrorOptions, lister: HubLister,
+                 progress: Progress) -> list[Row]:
     by_release: dict[tuple[str, str], list[Action]] = {}
     for action in work:
         by_release.setdefault((action.item.repo, action.item.version), []).append(action)
@@ -174,7 +190,7 @@ def _convert_all(work: list[Action], listings: Sequence[RepoListing], store: Des
     done = 0
     for (repo, version), planned in by_release.items():
         try:
-            uploaded = _convert_release(planned, store, options, lister, locks.get(repo))
+            uploaded = _convert_release(planned, store, uploads, options, lister, locks.get(repo))
         except KernelWheelsError as exc:
             rows += [Row("refused", repo, version, a.item.variant, exc.message) for a in planned]
             continue
@@ -188,8 +204,8 @@ def _convert_all(work: list[Action], listings: Sequence[RepoListing], store: Des
     return rows
 
 
-def _convert_release(planned: list[Action], store: Destination, options: MirrorOptions,
-                     lister: HubLister, locked: Any) -> list[tuple[Action, Record]]:
+def _convert_release(planned: list[Action], store: Destination, uploads: WheelUploads,
+                     options: MirrorOptions, lister: HubLister, locked: Any) -> list[tuple[Action, Record]]:
     """Convert one release's planned variants; upload each wheel's objects, then its
     record. Returns the (action, record) pairs uploaded, in the planned order."""
     from ..convert.pipeline import ConvertOptions, to_wheels  # only a run that converts loads them
@@ -204,19 +220,17 @@ def _convert_release(planned: list[Action], store: Destination, options: MirrorO
         uploaded = []
         for wheel in result.wheels:
             action = names[wheel.variant.name]
-            record = _upload(store, action.item, wheel.path)
+            record = _upload(store, uploads, action.item, wheel.path)
             uploaded.append((action, record))
     order = list(names)
     return sorted(uploaded, key=lambda pair: order.index(pair[0].item.variant))
 
 
-def _upload(store: Destination, item: Item, path: Path) -> Record:
+def _upload(store: Destination, uploads: WheelUploads, item: Item, path: Path) -> Record:
     from ..distribution.wheelfacts import read_facts
 
     facts, metadata = read_facts(path)
-    wheel_key, metadata_key = object_keys(path.name)
-    store.put_file(wheel_key, path)
-    store.put(metadata_key, metadata)
+    uploads.upload(path, metadata)
     record = Record(item.repo, item.version, item.tag, item.commit, item.variant, path.name,
                     facts.project, facts.sha256, facts.size, facts.requires_python,
                     facts.metadata_sha256)

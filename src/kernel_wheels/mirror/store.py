@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from ..confine import inside
 from ..errors import DistributionError, UsageError
+from ..processes import alive
 
 #: Temporary files of a folder destination (removed again; never listed).
 TEMP_DIR = ".kernel-wheels/tmp"
@@ -170,23 +171,13 @@ class FolderDestination:
             return
         for entry in entries:
             pid = entry.name.split("-", 1)[0]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not alive(int(pid)):
                 Path(entry.path).unlink(missing_ok=True)
         for path in (folder, folder.parent):
             try:
                 path.rmdir()
             except OSError:
                 break
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class S3Destination:
@@ -283,20 +274,27 @@ def _content_type(key: str) -> str:
     return "application/octet-stream"
 
 
-def open_destination(spec: str) -> Destination:
-    """A folder path, ``s3://bucket[/prefix]``; an index server URL is refused."""
+def is_index_url(spec: str) -> bool:
+    """Whether ``spec`` names an index server (its upload URL) rather than a store."""
+    return urlsplit(spec).scheme in ("http", "https")
+
+
+def open_destination(spec: str, option: str = "--to") -> Destination:
+    """A folder path, ``s3://bucket[/prefix]``; an index server URL is refused (it has no
+    place for the state: the caller pairs it with a store, ``--state``)."""
     split = urlsplit(spec)
-    if split.scheme in ("http", "https"):
-        raise UsageError(f"--to {spec}: mirroring into an index server is not supported yet; "
-                         "mirror into a folder or s3://bucket/prefix (then `kernel-wheels publish`)")
+    if is_index_url(spec):
+        raise UsageError(f"{option} {spec}: the mirror's state needs a folder or s3://BUCKET/PREFIX "
+                         "(an index server is given as --to, with --state DEST)")
     if split.scheme == "s3":
         bucket, prefix = split.netloc, split.path.strip("/")
         if not _BUCKET.fullmatch(bucket) or ".." in prefix or "//" in prefix:
-            raise UsageError(f"--to {spec}: give s3://BUCKET/PREFIX (a bucket name of 3 to 63 "
+            raise UsageError(f"{option} {spec}: give s3://BUCKET/PREFIX (a bucket name of 3 to 63 "
                              "lower-case letters, digits, dots and dashes)")
         return S3Destination(bucket, prefix, _s3_client())
     if split.scheme:
-        raise UsageError(f"--to {spec}: give a folder, s3://BUCKET/PREFIX or an https:// index URL")
+        raise UsageError(f"{option} {spec}: give a folder, s3://BUCKET/PREFIX or an http(s):// "
+                         "index server URL")
     return FolderDestination(Path(spec))
 
 

@@ -1,0 +1,61 @@
+"""Where a mirror's wheels go: the destination's ``files/`` (a static index, whose pages
+the finish writes), or an index server through the standard upload API (``publish``'s
+code: credentials as twine reads them, files already there skipped), which lists them
+itself. Either way a wheel is uploaded before its record is written, so the state never
+names a wheel that is not there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from ..distribution.credentials import Repository
+from ..distribution.publish import find_simple_api, publish
+from ..distribution.transport import DEFAULT_TIMEOUT, Tls
+from .finish import object_keys
+from .store import Destination
+
+
+class WheelUploads(Protocol):
+    description: str
+    #: Whether the mirror writes the pages that list the wheels (a static index), or
+    #: the server does (and then yanks and removals cannot be made through it).
+    writes_pages: bool
+
+    def upload(self, path: Path, metadata: bytes) -> None:
+        """Make the wheel (and its PEP 658 metadata) available, completely."""
+        ...
+
+
+class StoreUploads:
+    """``files/<wheel>`` then ``files/<wheel>.metadata`` in the destination."""
+
+    writes_pages = True
+
+    def __init__(self, store: Destination) -> None:
+        self.store, self.description = store, store.description
+
+    def upload(self, path: Path, metadata: bytes) -> None:
+        wheel_key, metadata_key = object_keys(path.name)
+        self.store.put_file(wheel_key, path)
+        self.store.put(metadata_key, metadata)
+
+
+class ServerUploads:
+    """An index server (pypiserver, devpi, Artifactory, Nexus...): each wheel through
+    :func:`~kernel_wheels.distribution.publish.publish`, which checks it, skips it when the
+    server has the same file (a run killed after an upload converts it again, to the same
+    bytes) and refuses a different file under the same name."""
+
+    writes_pages = False
+
+    def __init__(self, repository: Repository, *, index_url: str | None = None,
+                 timeout: float = DEFAULT_TIMEOUT, tls: Tls | None = None) -> None:
+        self.repository, self.index_url, self.timeout, self.tls = repository, index_url, timeout, tls
+        self.description = repository.display
+
+    def upload(self, path: Path, metadata: bytes) -> None:
+        if self.index_url is None:  # looked for once, at the first wheel
+            self.index_url = find_simple_api(self.repository, self.timeout, self.tls)
+        publish([path], self.repository, index_url=self.index_url, timeout=self.timeout, tls=self.tls)
