@@ -31,7 +31,13 @@ make_venv() {  # make_venv DIR TORCH_SPEC EXTRAS
   echo "$(stamp)$torch$extras" > "$dir/.kw-stamp"
 }
 
-make_venv .venv "torch==2.13.0" "[dev]"
+# The two venvs are made at once: each is mostly pip unpacking torch, one process on one
+# core, so together they take about as long as the larger one.
+make_venv .venv "torch==2.13.0" "[dev]" &
+cpu_venv=$!
 if [ $want_cuda = 1 ]; then
-  make_venv .venv-cuda "torch==2.14.1" ""
+  make_venv .venv-cuda "torch==2.14.1" "" &
+  cuda_venv=$!
+  wait $cuda_venv
 fi
+wait $cpu_venv

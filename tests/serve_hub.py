@@ -13,8 +13,9 @@ in file URLs):
 - ``GET /api/.../revision/{revision}``: ``{"id", "sha", "lastModified"}``;
 - ``GET|HEAD /[kernels/]{org}/{name}/resolve/{revision}/{path}``: the file's bytes, with
   ``ETag`` and ``X-Repo-Commit``;
-- ``GET /api/models?author={org}`` (``HfApi.list_models(author=...)``, which ``mirror
-  --org`` asks; olah does not answer it): ``[{"id", "modelId", "author"}]``, one page.
+- ``GET /api/kernels?author={org}`` and ``GET /api/models?author={org}`` (the author
+  listings ``mirror --org`` asks; olah answers neither): ``[{"id", "modelId", "author"}]``,
+  one page, of the repositories of that ``repo_type``.
 
 A repository is a set of files served at every revision (by default a pure-Python
 ``torch-universal`` build: it converts in a moment, no compiler), with tags whose
@@ -63,6 +64,9 @@ class HubRepo:
     tags: dict[str, object]
     files: dict[str, bytes] = field(default_factory=universal_files)
     branches: dict[str, object] = field(default_factory=dict)
+    #: Which of the Hub's author listings names it: ``/api/kernels`` (the kernel repo
+    #: type) or ``/api/models`` (kernels published as models, before that type).
+    repo_type: str = "kernel"
 
 
 @dataclass
@@ -168,8 +172,10 @@ class HostileHub:
     def _answer(self, raw_path: str) -> tuple[int, str, bytes, dict[str, str]]:
         split = urlsplit(raw_path)
         query = {k: v[0] for k, v in parse_qs(split.query).items()}
-        if split.path == "/api/models":  # the search: only the author filter is offered
-            owned = [r for r in sorted(self.repos) if query.get("author") in (None, r.split("/")[0])]
+        if split.path in ("/api/models", "/api/kernels"):  # the search: only the author filter
+            kind = split.path.removeprefix("/api/").removesuffix("s")
+            owned = [r for r, repo in sorted(self.repos.items())
+                     if query.get("author") in (None, r.split("/")[0]) and repo.repo_type == kind]
             return _json([{"id": r, "modelId": r, "author": r.split("/")[0]} for r in owned])
         if (api := _API.fullmatch(split.path)) is not None:
             repo = self.repos.get(api["repo"])

@@ -271,14 +271,17 @@ def test_org_mirrors_exactly_that_organisations_repositories(tmp_path: Path, s3:
     def kernel(name: str, *versions: str) -> HubRepo:
         return HubRepo({f"v{v}": commit_of(f"{name} {v}") for v in versions}, universal_files(len(versions)))
 
-    repos = {"org-a/one": kernel("one", "1.0.0", "1.1.0"), "org-a/two": kernel("two", "0.1.0"),
+    older = kernel("two", "0.1.0")
+    older.repo_type = "model"  # published before the Hub's kernel repo type: listed as a model
+    repos = {"org-a/one": kernel("one", "1.0.0", "1.1.0"), "org-a/two": older,
              "org-a/notes": HubRepo({}, {"README.md": b"# not a kernel\n"}),  # no release, no build/
              "org-b/three": kernel("three", "1.0.0"), "org-ab/four": kernel("four", "2.0.0")}
     with hostile_hub(**repos) as hub:
         env = {**_env(hub.endpoint, tmp_path, s3)}
         site = tmp_path / "site"
         result = as_json(mirror("--org", "org-a", "--to", site, "--json", env=env))
-        assert hub.count(r"^GET /api/models\?.*author=org-a") == 1
+        assert hub.count(r"^GET /api/models\?.*author=org-a") == 1  # both listings asked
+        assert hub.count(r"^GET /api/kernels\?.*author=org-a") == 1
         assert [(i["status"], i["repo"], i["version"]) for i in result["items"]] == \
             [("added", "org-a/one", "1.0.0"), ("added", "org-a/one", "1.1.0"), ("added", "org-a/two", "0.1.0")]
         assert sorted(p.name for p in (site / "files").glob("*.whl")) == \
@@ -288,6 +291,17 @@ def test_org_mirrors_exactly_that_organisations_repositories(tmp_path: Path, s3:
         nobody = mirror("--org", "org-c", "--to", site, env=env, check=False)
         assert nobody.returncode == 1 and nobody.stderr.strip().splitlines()[-1] == \
             "kernel-wheels: error: --org org-c: the Hub lists no repositories of this organisation"
+        # A Hub mirror that offers only one of the two listings still lists what it can;
+        # one that offers neither is named in one line.
+        hub.rule(r"^GET /api/kernels\?", "raw", status=404, content_type="application/json",
+                 body=b'{"error": "Not Found"}')
+        partial = as_json(mirror("--org", "org-a", "--to", tmp_path / "site2", "--json", env=env))
+        assert [(i["repo"], i["version"]) for i in partial["items"]] == [("org-a/two", "0.1.0")]
+        hub.rule(r"^GET /api/models\?", "raw", status=500, content_type="text/plain", body=b"down")
+        neither = mirror("--org", "org-a", "--to", tmp_path / "site3", env=env, check=False)
+        assert neither.returncode == 1 and neither.stderr.strip().splitlines()[-1].startswith(
+            "kernel-wheels: error: --org org-a: the Hub did not list its repositories (kernel listing: ")
+        assert not (tmp_path / "site3" / "files").exists()
 
 
 # -- Hub changes: a repository of its own, served by an olah of its own ------------------

@@ -119,18 +119,35 @@ class HubLister:
 
 
 def organisation_repos(org: str) -> list[str]:
-    """The kernel repositories of an organisation (``HfApi.list_models(author=...)``,
-    which also lists kernel repositories on the Hub). Not every Hub mirror answers it."""
-    from huggingface_hub import HfApi
+    """The kernel repositories of an organisation: the Hub's listing of its ``kernel``-type
+    repositories (``GET /api/kernels?author=ORG``, which huggingface_hub has no method
+    for yet; asked through its session, headers and pagination) and of its ``model``-type
+    ones (``HfApi.list_models(author=ORG)``: kernels published before the kernel type).
+    Either listing may be missing on a Hub mirror; both missing is an error."""
+    from huggingface_hub import HfApi, constants
 
-    try:
-        found = sorted({m.id for m in HfApi().list_models(author=org)})
-    except Exception as exc:  # the endpoint does not offer the search, or failed
-        raise SourceError(f"--org {org}: the Hub did not list its repositories "
-                          f"({type(exc).__name__})") from None
+    # exported lazily (the module's __getattr__), hence unseen by mypy
+    from huggingface_hub.utils import build_hf_headers, paginate  # type: ignore[attr-defined]
+
+    found: set[str] = set()
+    answered = []
+    kernels = f"{constants.ENDPOINT.rstrip('/')}/api/kernels"
+    listings = (("kernel", lambda: (item["id"] for item in paginate(
+                    kernels, params={"author": org}, headers=build_hf_headers()))),
+                ("model", lambda: (m.id for m in HfApi().list_models(author=org))))
+    for kind, listing in listings:
+        try:
+            listed = [str(repo_id) for repo_id in listing()]
+        except Exception as exc:  # this listing is not offered here, or failed: the other may do
+            answered.append(f"{kind} listing: {type(exc).__name__}")
+            continue
+        found.update(listed)
+        answered.append(f"{kind} listing: ok")
+    if not any(a.endswith(": ok") for a in answered):
+        raise SourceError(f"--org {org}: the Hub did not list its repositories ({'; '.join(answered)})")
     if not found:
         raise SourceError(f"--org {org}: the Hub lists no repositories of this organisation")
-    return [check_repo_id(r, f"the Hub's repositories of {org}") for r in found]
+    return [check_repo_id(r, f"the Hub's repositories of {org}") for r in sorted(found)]
 
 
 def locked_listings(lock_path: Any, lister: HubLister, filters: Any) -> list[RepoListing]:
