@@ -235,11 +235,14 @@ def test_bad_input_is_one_line(env: dict[str, str], tmp_path: Path, args: tuple[
     (("--to", "site", "--state", "state"), "--state is for an index server --to"),
     (("--to", "https://pypi.example/", "--state", "state", "--prune"),
      "--prune: an index server's upload API cannot remove or replace a file"),
+    (("--to", "https://pypi.example/", "--state", "state", "--replace-moved"),
+     "--replace-moved: an index server's upload API cannot remove or replace a file"),
     (("--to", "s3://B/x"), "--to s3://B/x: give s3://BUCKET/PREFIX"),
     (("--to", "ftp://host/x"), "give a folder, s3://BUCKET/PREFIX or an http(s):// index server URL"),
 ])
 def test_bad_destination_is_one_line(env: dict[str, str], args: tuple[str, ...], message: str) -> None:
-    proc = mirror("mirror-org/alpha", *args, env={**env, "TWINE_USERNAME": "u", "TWINE_PASSWORD": "p"},
+    # a repository the Hub does not have: each mistake is found before anything is asked
+    proc = mirror("mirror-org/not-there", *args, env={**env, "TWINE_USERNAME": "u", "TWINE_PASSWORD": "p"},
                   check=False)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

@@ -93,6 +93,9 @@ def run(args: argparse.Namespace) -> int:
         if not args.state:
             raise UsageError(f"--to {args.to}: an index server has no place for the mirror's state; "
                              "give --state DEST (a folder or s3://BUCKET/PREFIX)")
+        if args.prune or args.replace_moved:  # before any listing: nothing to find out first
+            raise UsageError(f"{'--prune' if args.prune else '--replace-moved'}: an index server's upload "
+                             "API cannot remove or replace a file; mirror into a folder or bucket for that")
         store = with_faults(open_destination(args.state, "--state"))
         uploads = _server_uploads(args.to, prompt=not args.dry_run)
     elif args.state:
