@@ -529,3 +529,22 @@ def test_failing_backend_does_not_stop_the_others(tmp_path: Path, build_cache: P
     assert "kw-cuda: 1 built, 0 skipped, 1 failed" in proc.stderr
     assert proc.stdout.strip() == str(tmp_path / "out" / "build" / CPU_STABLE)
     assert not (tmp_path / "out" / "build" / CUDA_STABLE).exists()
+
+
+def test_an_interrupt_while_a_compiler_starts_waits_until_it_is_recorded() -> None:
+    """The window the interrupt tests cannot hit on purpose (an interrupt inside Popen,
+    after the fork): a signal that lands while a compiler is being started and recorded
+    is handled right after, so the finally that stops recorded compilers sees it."""
+    from kernel_wheels.building.scheduler import _signals_held
+
+    recorded = []
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in the CLI: Ctrl-C raises
+    try:
+        with pytest.raises(KeyboardInterrupt), _signals_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)  # the handler would have run by now, were the signal not held
+            recorded.append("compiler")
+        assert recorded == ["compiler"]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is back
+    finally:
+        signal.signal(signal.SIGINT, outer)

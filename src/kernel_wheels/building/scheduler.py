@@ -11,9 +11,10 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +44,30 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait until the block ends, then act as they would have.
+
+    Around starting a compiler and recording it: an interrupt that lands inside
+    ``Popen`` (after the fork, while it waits for the exec) would leave a compiler that
+    nothing knows of, running after the tool has exited; a busy machine widens that
+    window. Held rather than blocked with a signal mask, which the compiler would inherit.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals reach the main thread only
+        return
+    held: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, _frame: held.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if held:
+            signal.raise_signal(held[0])  # handled now, by the handler it was meant for
 
 
 def compiler_failure(what: str, returncode: int, log_path: Path) -> BuildError:
@@ -79,12 +104,12 @@ def compile_units(units: list[CompileUnit], workdir: Path, jobs: int,
                 output = workdir / unit.object_name
                 log_path = workdir / f"{unit.object_name}.log"
                 depfile = workdir / f"{unit.object_name}.d"
-                with log_path.open("wb") as sink:
+                with _signals_held(), log_path.open("wb") as sink:
                     process = subprocess.Popen(unit.command(output, depfile), stdout=sink,
                                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                                start_new_session=True)
-                running[index] = _Running(unit, process, output, depfile, log_path, key,
-                                          time.monotonic())
+                    running[index] = _Running(unit, process, output, depfile, log_path, key,
+                                              time.monotonic())
             for index, job in list(running.items()):
                 returncode = job.process.poll()
                 if returncode is None:
@@ -110,13 +135,15 @@ def compile_units(units: list[CompileUnit], workdir: Path, jobs: int,
 def run_tool(command: list[str], what: str, workdir: Path) -> None:
     """One step that is not a compile (the link): same output and error handling."""
     log_path = workdir / f"tool-{time.monotonic_ns()}.log"
+    process: subprocess.Popen[bytes] | None = None
     with log_path.open("wb") as sink:
-        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
         try:
+            with _signals_held():
+                process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT,
+                                           stdin=subprocess.DEVNULL, start_new_session=True)
             returncode = process.wait()
         finally:
-            if process.poll() is None:
+            if process is not None and process.poll() is None:
                 _stop(process)
     if returncode != 0:
         raise compiler_failure(what, returncode, log_path)
