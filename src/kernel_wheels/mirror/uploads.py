@@ -8,13 +8,14 @@ names a wheel that is not there.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from ..distribution.credentials import Repository
-from ..distribution.publish import find_simple_api, publish
-from ..distribution.transport import DEFAULT_TIMEOUT, Tls
 from .finish import object_keys
 from .store import Destination
+
+if TYPE_CHECKING:  # the upload client (httpx, TLS) is loaded by a run that uploads, only
+    from ..distribution.credentials import Repository
+    from ..distribution.transport import Tls
 
 
 class WheelUploads(Protocol):
@@ -51,11 +52,16 @@ class ServerUploads:
     writes_pages = False
 
     def __init__(self, repository: Repository, *, index_url: str | None = None,
-                 timeout: float = DEFAULT_TIMEOUT, tls: Tls | None = None) -> None:
-        self.repository, self.index_url, self.timeout, self.tls = repository, index_url, timeout, tls
+                 timeout: float | None = None, tls: Tls | None = None) -> None:
+        from ..distribution.transport import DEFAULT_TIMEOUT
+
+        self.repository, self.index_url, self.tls = repository, index_url, tls
+        self.timeout = DEFAULT_TIMEOUT if timeout is None else timeout
         self.description = repository.display
 
     def upload(self, path: Path, metadata: bytes) -> None:
+        from ..distribution.publish import find_simple_api, publish
+
         if self.index_url is None:  # looked for once, at the first wheel
             self.index_url = find_simple_api(self.repository, self.timeout, self.tls)
         publish([path], self.repository, index_url=self.index_url, timeout=self.timeout, tls=self.tls)
