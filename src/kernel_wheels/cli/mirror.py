@@ -79,7 +79,7 @@ def register(commands: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from ..errors import UsageError
     from ..mirror.listing import HubLister, dedupe, locked_listings, organisation_repos
-    from ..mirror.pipeline import MirrorOptions, mirror
+    from ..mirror.pipeline import MirrorOptions, mirror, refuse_removals
     from ..mirror.plan import Shard, VersionSelection
     from ..mirror.store import is_index_url, open_destination, with_faults
 
@@ -93,9 +93,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.state:
             raise UsageError(f"--to {args.to}: an index server has no place for the mirror's state; "
                              "give --state DEST (a folder or s3://BUCKET/PREFIX)")
-        if args.prune or args.replace_moved:  # before any listing: nothing to find out first
-            raise UsageError(f"{'--prune' if args.prune else '--replace-moved'}: an index server's upload "
-                             "API cannot remove or replace a file; mirror into a folder or bucket for that")
+        refuse_removals(options)  # before any listing or prompt
         store = with_faults(open_destination(args.state, "--state"))
         uploads = _server_uploads(args.to, prompt=not args.dry_run)
     elif args.state:

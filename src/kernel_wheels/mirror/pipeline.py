@@ -96,6 +96,14 @@ class MirrorResult:
                 "items": [r.to_dict() for r in self.rows]}
 
 
+def refuse_removals(options: MirrorOptions) -> None:
+    """An index server's upload API can add files only: what would remove or replace one
+    is refused (the CLI asks before listing anything)."""
+    if options.prune or options.replace_moved:
+        raise UsageError(f"{'--prune' if options.prune else '--replace-moved'}: an index server's upload "
+                         "API cannot remove or replace a file; mirror into a folder or bucket for that")
+
+
 def mirror(listings: Sequence[RepoListing], store: Destination, options: MirrorOptions | None = None, *,
            lister: HubLister | None = None, progress: Progress = silent,
            uploads: WheelUploads | None = None) -> MirrorResult:
@@ -104,9 +112,8 @@ def mirror(listings: Sequence[RepoListing], store: Destination, options: MirrorO
     ``files/``, with the pages; an index server keeps only the state in ``store``)."""
     options = options or MirrorOptions()
     uploads = uploads or StoreUploads(store)
-    if not uploads.writes_pages and (options.prune or options.replace_moved):
-        raise UsageError(f"{'--prune' if options.prune else '--replace-moved'}: an index server's upload "
-                         "API cannot remove or replace a file; mirror into a folder or bucket for that")
+    if not uploads.writes_pages:
+        refuse_removals(options)
     where = store.description if uploads.writes_pages else \
         f"{uploads.description} (state in {store.description})"
     work: list[Action] = []
