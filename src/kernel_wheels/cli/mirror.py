@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     lister = HubLister(network(args), args.repo_type)
     repos = list(args.repos)
     for org in args.org:
-        repos += organisation_repos(org)
+        repos += organisation_repos(org, lister.network)
     listings = [lister.list(repo) for repo in dedupe(repos)]
     if args.lock:
         listings += locked_listings(args.lock, lister, options.filters)

@@ -118,13 +118,19 @@ class HubLister:
         return tuple(sorted(file_name(n, f"{source.repo_id}: build/ at {tag}") for n in names))
 
 
-def organisation_repos(org: str) -> list[str]:
+def organisation_repos(org: str, network: NetworkSettings | None = None) -> list[str]:
     """The kernel repositories of an organisation: the Hub's listing of its ``kernel``-type
     repositories (``GET /api/kernels?author=ORG``, which huggingface_hub has no method
     for yet; asked through its session, headers and pagination) and of its ``model``-type
     ones (``HfApi.list_models(author=ORG)``: kernels published before the kernel type).
     Either listing may be missing on a Hub mirror; both missing is an error."""
     from huggingface_hub import HfApi, constants
+
+    from ..network import NetworkSettings, configure_hub_client
+
+    # Before the first request, as a HubSource does: our timeout and the hook that keeps the
+    # token from any host a next-page link names.
+    configure_hub_client(network or NetworkSettings.from_environment())
 
     # exported lazily (the module's __getattr__), hence unseen by mypy
     from huggingface_hub.utils import build_hf_headers, paginate  # type: ignore[attr-defined]
