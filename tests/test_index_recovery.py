@@ -256,7 +256,14 @@ if os.fork() == 0:  # a pool worker, its initializer not run yet
     os.read(read, 1)  # returns once the run is gone
     try:
         _die_with_parent(parent)
-    finally:  # reached only if the worker outlived its run
+    finally:
+        # Returning is allowed while the run is still mid-exit (its files are closed
+        # before its children are handed over and signalled): only a worker still
+        # here once the run has been reaped has outlived it.
+        import time
+        deadline = time.monotonic() + 60
+        while not os.path.exists(sys.argv[3]) and time.monotonic() < deadline:
+            time.sleep(0.01)
         with open(sys.argv[2], "w") as out:
             out.write("survived")
         os._exit(0)
@@ -270,8 +277,9 @@ def test_a_worker_whose_run_died_before_its_initializer_goes_too(tmp_path: Path)
     and that worker's PR_SET_PDEATHSIG gets no signal to it; the worker, holding the
     site lock's descriptor, waited forever, and so did every later run on the site.
     Here the run exits at exactly that moment (a real fork, a real exit)."""
-    pid_file, survived = tmp_path / "pid", tmp_path / "survived"
-    subprocess.run([sys.executable, "-c", ORPHAN, str(pid_file), str(survived)], check=True)
+    pid_file, survived, reaped = tmp_path / "pid", tmp_path / "survived", tmp_path / "reaped"
+    subprocess.run([sys.executable, "-c", ORPHAN, str(pid_file), str(survived), str(reaped)], check=True)
+    reaped.touch()  # the run has exited and been waited for: nothing of its exit is left to happen
     deadline = time.monotonic() + 60
     while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
         time.sleep(0.01)
