@@ -79,6 +79,7 @@ class Rule:
     status: int = 200
     content_type: str = "text/html"
     body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
     after: int = 0
     seen: int = 0
 
@@ -91,6 +92,8 @@ class HostileHub:
         self.repos: dict[str, HubRepo] = {}
         self.rules: list[Rule] = []
         self.requests: list[str] = []
+        #: The Authorization header of each request, in order (None where there was none).
+        self.authorizations: list[str | None] = []
         self.release = threading.Event()
         self.trickle_interval = 0.2
         self._lock = threading.Lock()
@@ -150,13 +153,14 @@ class HostileHub:
         line = f"{h.command} {h.path}"
         with self._lock:
             self.requests.append(line)
+            self.authorizations.append(h.headers.get("Authorization"))
             rule = next((r for r in self.rules if r.pattern.search(line) and self._take(r)), None)
         if rule is not None and rule.action == "stall":
             self.release.wait(600)
             h.close_connection = True
             return
         if rule is not None and rule.action == "raw":
-            self._send(h, rule.status, rule.content_type, rule.body, body)
+            self._send(h, rule.status, rule.content_type, rule.body, body, rule.headers)
             return
         status, content_type, content, headers = self._answer(h.path)
         if rule is not None and rule.action == "trickle":

@@ -300,11 +300,49 @@ def test_org_mirrors_exactly_that_organisations_repositories(tmp_path: Path, s3:
                  body=b'{"error": "Not Found"}')
         partial = as_json(mirror("--org", "org-a", "--to", tmp_path / "site2", "--json", env=env))
         assert [(i["repo"], i["version"]) for i in partial["items"]] == [("org-a/two", "0.1.0")]
-        hub.rule(r"^GET /api/models\?", "raw", status=500, content_type="text/plain", body=b"down")
+        # A listing that fails (rather than is not offered) stops the run: going on with the
+        # other would drop that listing's repositories without a word.
+        down = hub.rule(r"^GET /api/models\?", "raw", status=500, content_type="text/plain", body=b"down")
+        failed = mirror("--org", "org-a", "--to", tmp_path / "site3", env=env, check=False)
+        assert failed.returncode == 1 and failed.stderr.strip().splitlines()[-1] == \
+            "kernel-wheels: error: --org org-a: the Hub's model listing failed: HTTP 500", failed.stderr
+        down.status, down.content_type, down.body = 404, "application/json", b'{"error": "Not Found"}'
         neither = mirror("--org", "org-a", "--to", tmp_path / "site3", env=env, check=False)
-        assert neither.returncode == 1 and neither.stderr.strip().splitlines()[-1].startswith(
-            "kernel-wheels: error: --org org-a: the Hub did not list its repositories (kernel listing: ")
+        assert neither.returncode == 1 and neither.stderr.strip().splitlines()[-1] == \
+            "kernel-wheels: error: --org org-a: the Hub did not list its repositories " \
+            "(kernel listing: HTTP 404; model listing: HTTP 404)", neither.stderr
         assert not (tmp_path / "site3" / "files").exists()
+
+
+def test_org_listing_pages_stay_on_the_hub_and_the_token_with_it(tmp_path: Path, s3: S3Server) -> None:
+    """A hostile Hub's author listing names a next page on another host (HF_TOKEN would go
+    with it through a plain client), then answers a page that is no listing: each stops
+    the run with one line, before anything is written, and the token reaches the Hub only."""
+    token = "hf_org_listing_secret_token"
+    repos = {"org-a/one": HubRepo({"v1.0.0": commit_of("one 1.0.0")}, universal_files(1))}
+    with hostile_hub(**repos) as hub, hostile_hub() as elsewhere:
+        env = {**_env(hub.endpoint, tmp_path, s3), "HF_TOKEN": token}
+        page = json.dumps([{"id": "org-a/one"}]).encode()
+        hub.rule(r"^GET /api/kernels\?", "raw", content_type="application/json", body=page,
+                 headers={"Link": f'<{elsewhere.endpoint}/api/kernels?author=org-a&cursor=2>; rel="next"'})
+        site = tmp_path / "site"
+        proc = mirror("--org", "org-a", "--to", site, env=env, check=False)
+        last = proc.stderr.strip().splitlines()[-1]
+        assert proc.returncode == 1 and last.startswith(
+            "kernel-wheels: error: --org org-a: the Hub's kernel listing: the listing's next page is "
+            f"on another host ({elsewhere.endpoint}/api/kernels?author=org-a&cursor=2"), proc.stderr
+        assert not elsewhere.requests  # not asked at all, let alone with the token
+        asked = dict(zip(hub.requests, hub.authorizations, strict=True))
+        assert asked["GET /api/kernels?author=org-a"] == f"Bearer {token}", asked  # the Hub gets it
+        assert token not in proc.stderr + proc.stdout
+        assert not site.exists()
+
+        hub.rules.clear()
+        hub.rule(r"^GET /api/kernels\?", "raw", content_type="application/json", body=b'{"id": "org-a/one"}')
+        odd = mirror("--org", "org-a", "--to", site, env=env, check=False)
+        assert odd.returncode == 1 and odd.stderr.strip().splitlines()[-1] == \
+            "kernel-wheels: error: --org org-a: the Hub's kernel listing: a page is not a list of repositories"
+        assert not site.exists()
 
 
 # -- Hub changes: a repository of its own, served by an olah of its own ------------------

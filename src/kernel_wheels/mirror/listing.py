@@ -118,42 +118,59 @@ class HubLister:
         return tuple(sorted(file_name(n, f"{source.repo_id}: build/ at {tag}") for n in names))
 
 
+#: Answers from a Hub (or a Hub mirror) that does not offer a listing at all.
+_NOT_OFFERED = frozenset({400, 404, 405, 501})
+
+
 def organisation_repos(org: str, network: NetworkSettings | None = None) -> list[str]:
     """The kernel repositories of an organisation: the Hub's listing of its ``kernel``-type
-    repositories (``GET /api/kernels?author=ORG``, which huggingface_hub has no method
-    for yet; asked through its session, headers and pagination) and of its ``model``-type
-    ones (``HfApi.list_models(author=ORG)``: kernels published before the kernel type).
-    Either listing may be missing on a Hub mirror; both missing is an error."""
-    from huggingface_hub import HfApi, constants
+    repositories (``GET /api/kernels?author=ORG``) and of its ``model``-type ones
+    (``GET /api/models?author=ORG``: kernels published before the kernel type). A Hub
+    mirror may offer only one of them (404 and the like); both missing is an error, and so
+    is any other failure of either: a listing cut short would drop repositories silently.
+    Pages are followed on the Hub's own origin only (:func:`~kernel_wheels.sources.hub.hub_pages`)."""
+    import httpx2
+    from huggingface_hub import constants
+    from huggingface_hub.errors import HfHubHTTPError
 
     from ..network import NetworkSettings, configure_hub_client
+    from ..redaction import one_line
+    from ..sources.hub import hub_pages
 
-    # Before the first request, as a HubSource does: our timeout and the hook that keeps the
-    # token from any host a next-page link names.
+    # Before the first request, as a HubSource does: our timeout, and the hook that keeps
+    # the token from any other host.
     configure_hub_client(network or NetworkSettings.from_environment())
-
-    # exported lazily (the module's __getattr__), hence unseen by mypy
-    from huggingface_hub.utils import build_hf_headers, paginate  # type: ignore[attr-defined]
-
+    endpoint = constants.ENDPOINT.rstrip("/")
     found: set[str] = set()
-    answered = []
-    kernels = f"{constants.ENDPOINT.rstrip('/')}/api/kernels"
-    listings = (("kernel", lambda: (item["id"] for item in paginate(
-                    kernels, params={"author": org}, headers=build_hf_headers()))),
-                ("model", lambda: (m.id for m in HfApi().list_models(author=org))))
-    for kind, listing in listings:
+    not_offered = []
+    for kind in ("kernel", "model"):
+        where = f"--org {org}: the Hub's {kind} listing"
         try:
-            listed = [str(repo_id) for repo_id in listing()]
-        except Exception as exc:  # this listing is not offered here, or failed: the other may do
-            answered.append(f"{kind} listing: {type(exc).__name__}")
-            continue
-        found.update(listed)
-        answered.append(f"{kind} listing: ok")
-    if not any(a.endswith(": ok") for a in answered):
-        raise SourceError(f"--org {org}: the Hub did not list its repositories ({'; '.join(answered)})")
+            for page in hub_pages(endpoint, f"{endpoint}/api/{kind}s", {"author": org}, where,
+                                  f"{org}'s {kind} repositories"):
+                found.update(_listed_ids(page, where))
+        except HfHubHTTPError as exc:
+            status = getattr(exc.response, "status_code", None)
+            if status in _NOT_OFFERED:
+                not_offered.append(f"{kind} listing: HTTP {status}")
+                continue
+            raise SourceError(f"{where} failed: HTTP {status}") from None
+        except (OSError, ValueError, httpx2.HTTPError) as exc:  # no answer, or no JSON
+            reason = one_line(str(exc) or type(exc).__name__, limit=160)
+            raise SourceError(f"{where} failed: {reason}") from None
+    if len(not_offered) == 2:
+        raise SourceError(f"--org {org}: the Hub did not list its repositories ({'; '.join(not_offered)})")
     if not found:
         raise SourceError(f"--org {org}: the Hub lists no repositories of this organisation")
     return [check_repo_id(r, f"the Hub's repositories of {org}") for r in sorted(found)]
+
+
+def _listed_ids(page: Any, where: str) -> list[str]:
+    """The repository ids on one page of an author listing: a JSON list of objects."""
+    if not isinstance(page, list) or not all(isinstance(i, dict) and isinstance(i.get("id"), str)
+                                              for i in page):
+        raise UnexpectedAnswerError(f"{where}: a page is not a list of repositories")
+    return [item["id"] for item in page]
 
 
 def locked_listings(lock_path: Any, lister: HubLister, filters: Any) -> list[RepoListing]:

@@ -130,6 +130,30 @@ def _status(exc: BaseException) -> int | None:
     return getattr(response, "status_code", None)
 
 
+def hub_pages(endpoint: str, url: str, params: dict[str, Any] | None, where: str,
+              what: str) -> Iterator[Any]:
+    """The pages of a Hub listing, as JSON. Read here rather than through
+    huggingface_hub's ``paginate``, which follows a page's ``Link: next`` to any URL,
+    forever: the next page must be on ``endpoint``'s own origin, and there are at most
+    ``MAX_PAGES`` of them."""
+    from huggingface_hub import get_session, hf_raise_for_status
+
+    next_url: str | None = url
+    for _page in range(_MAX_PAGES):
+        assert next_url is not None
+        response = get_session().get(next_url, params=params, headers=_headers())
+        hf_raise_for_status(response)
+        yield response.json()
+        next_url, params = response.links.get("next", {}).get("url"), None
+        if next_url is None:
+            return
+        if origin(next_url) != origin(endpoint):
+            raise UnexpectedAnswerError(f"{where}: the listing's next page is on another host "
+                                        f"({shown(next_url, 80)}); refusing to follow it")
+    raise UnexpectedAnswerError(f"{where}: the listing of {what} goes on "
+                                f"for more than {_MAX_PAGES} pages")
+
+
 def _located(fn: Callable[[], T]) -> T:
     """``fn()``. huggingface_hub reports a file it could not locate (HTTP 403, 404, 5xx, a
     timeout, a reset) as LocalEntryNotFoundError; its cause is raised instead, so that it
@@ -435,30 +459,13 @@ class HubSource:
 
     def _tree(self, folder: str, commit: str, recursive: bool = False) -> Iterator[list[dict[str, Any]]]:
         """The pages of the tree listing of ``folder`` at ``commit`` (the Hub's
-        ``/api/<type>s/<repo>/tree/<commit>/<folder>``), as JSON. Read here rather than
-        through ``HfApi.list_repo_tree``, which follows a page's ``Link: next`` to any URL,
-        forever: the next page must be on the Hub's own origin, and there are at most
-        ``MAX_PAGES`` of them."""
-        from huggingface_hub import get_session, hf_raise_for_status
-
+        ``/api/<type>s/<repo>/tree/<commit>/<folder>``), as JSON (see :func:`hub_pages`)."""
         where = f"{self.repo_id} at {commit[:12]}"
         path = f"/{quote(folder, safe='')}" if folder else ""
-        url: str | None = (f"{self.endpoint}/api/{self.repo_type}s/{self.repo_id}/tree/"
-                           f"{quote(commit, safe='')}{path}")
-        params: dict[str, Any] | None = {"recursive": recursive, "expand": False}
-        for _page in range(_MAX_PAGES):
-            assert url is not None
-            response = get_session().get(url, params=params, headers=_headers())
-            hf_raise_for_status(response)
-            yield hub_answers.tree_page(response.json(), where)
-            url, params = response.links.get("next", {}).get("url"), None
-            if url is None:
-                return
-            if origin(url) != origin(self.endpoint):
-                raise UnexpectedAnswerError(f"{where}: the listing's next page is on another host "
-                                            f"({shown(url, 80)}); refusing to follow it")
-        raise UnexpectedAnswerError(f"{where}: the listing of {folder or 'the repository'} goes on "
-                                    f"for more than {_MAX_PAGES} pages")
+        url = f"{self.endpoint}/api/{self.repo_type}s/{self.repo_id}/tree/{quote(commit, safe='')}{path}"
+        for page in hub_pages(self.endpoint, url, {"recursive": recursive, "expand": False},
+                              where, folder or "the repository"):
+            yield hub_answers.tree_page(page, where)
 
     def _snapshot_dir(self, commit: str) -> Path:
         return self._repo_cache(self.repo_type) / "snapshots" / commit
