@@ -543,12 +543,15 @@ def _one_wrong_password(server: Serve, user: str, source: str) -> float:
 def test_an_unknown_user_costs_what_a_known_user_costs(auth_server: tuple[Serve, Path]) -> None:
     server, _ = auth_server
     # Each try from an address of its own (the slowing of repeated failures stays out),
-    # known and unknown in turns (both see the same machine).
+    # known and unknown in turns (both see the same machine). The quickest try of each is
+    # compared: a busy machine only ever adds time, so the minimum is each one's own cost
+    # (a loaded run's medians differed 2.3-fold while both checked a hash). An unknown user
+    # checked against no hash answers in milliseconds, against a hash's tenths of seconds.
     known, unknown = [], []
-    for n in range(1, 9):
+    for n in range(1, 11):
         known.append(_one_wrong_password(server, "ci", f"127.0.1.{n}"))
         unknown.append(_one_wrong_password(server, f"nobody{n}", f"127.0.2.{n}"))
-    ratio = sorted(unknown)[4] / sorted(known)[4]
+    ratio = min(unknown) / min(known)
     assert 0.5 <= ratio <= 2.0, (known, unknown)
 
 
