@@ -188,7 +188,7 @@ def main() -> int:
         result_a = exactness(venv_a, out, args.device)
 
         started = time.monotonic()
-        from kernel_wheels.distribution.environment import running_target_key
+        from kernel_wheels.install.environment import running_target_key
 
         target = running_target_key()
         venv_b = fresh_venv(out / "venv-pip", args.torch_wheel)

@@ -17,8 +17,8 @@ from helpers import ROOT
 
 PACKAGE = ROOT / "src" / "kernel_wheels"
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
-WINGS = ("cli", "mirror", "serve", "locked", "convert", "distribution", "checks", "sources", "building", "wheel",
-         "kernel")
+WINGS = ("cli", "distribution", "mirror", "serve", "locked", "convert", "site", "install", "remote", "index",
+         "checks", "sources", "building", "wheel", "kernel")
 FLOOR = ("errors", "data", "cache", "network", "confine", "processes", "redaction", "progress")
 
 
@@ -61,8 +61,15 @@ def test_every_top_level_module_is_a_wing_or_on_the_floor() -> None:
     # A sibling on the same floor.
     ("sources/folder.py", "from ..building import config  # noqa\n",
      "kernel_wheels.sources.folder -> kernel_wheels.building.config"),
-    ("distribution/site.py", "from ..convert import output  # noqa\n",
-     "kernel_wheels.distribution.site -> kernel_wheels.convert.output"),
+    ("site/build.py", "from ..convert import output  # noqa\n",
+     "kernel_wheels.site.build -> kernel_wheels.convert.output"),
+    ("install/core.py", "from ..site import pages  # noqa\n",
+     "kernel_wheels.install.core -> kernel_wheels.site.pages"),
+    # The index server client below install, the index format below both.
+    ("remote/publish.py", "from ..install import core  # noqa\n",
+     "kernel_wheels.remote.publish -> kernel_wheels.install.core"),
+    ("index/targets.py", "from ..remote import transport  # noqa\n",
+     "kernel_wheels.index.targets -> kernel_wheels.remote.transport"),
     # The floor reaching up.
     ("errors.py", "from .kernel import variants  # noqa\n",
      "kernel_wheels.errors -> kernel_wheels.kernel.variants"),

@@ -19,12 +19,12 @@ import pytest
 from packaging.version import Version
 
 from helpers import run_cli
-from kernel_wheels.distribution.environment import target_key
-from kernel_wheels.distribution.targets import (
+from kernel_wheels.index.targets import (
     parse_kernel_wheel,
     parse_target_key,
     select_for_target,
 )
+from kernel_wheels.install.environment import target_key
 from kernel_wheels.kernel.variants import parse_variant
 from kernel_wheels.wheel.plan import TagOptions, plan_wheel
 from servers_index import (
@@ -435,7 +435,7 @@ def test_two_runs_at_once_do_not_corrupt_the_site(tmp_path: Path) -> None:
 def test_pages_render_from_entries_alone() -> None:
     """What `serve` relies on: pages are a pure function of wheel entries, also for
     files not built yet (no hash, no size, metadata promised without a hash)."""
-    from kernel_wheels.distribution.simple import WheelEntry, render_index
+    from kernel_wheels.index.simple import WheelEntry, render_index
 
     entries = [WheelEntry("img2gray", CPU, f"/files/{CPU}", None, ">=3.9", None, size=None,
                           core_metadata_unhashed=True),

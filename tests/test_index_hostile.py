@@ -413,7 +413,7 @@ def test_a_transfer_above_the_minimum_rate_is_not_a_stall(big_wheel: Path) -> No
     """The guard measures a rate, not a duration: with a 1 s timeout, 24 MB served at
     full speed arrive, and so do 3 MB served at about 1 MB/s (16 times the minimum
     rate), which take longer than three timeouts."""
-    from kernel_wheels.distribution.transport import IndexHttp, Pace
+    from kernel_wheels.remote.transport import IndexHttp, Pace
 
     data = big_wheel.read_bytes()
     with HostileIndex() as index:

@@ -246,7 +246,7 @@ def test_a_site_folder_linked_outside_is_never_written_through(tmp_path: Path, f
 
 ORPHAN = """
 import os, sys
-from kernel_wheels.distribution.site import _die_with_parent
+from kernel_wheels.site.build import _die_with_parent
 parent = os.getpid()
 read, write = os.pipe()
 if os.fork() == 0:  # a pool worker, its initializer not run yet

@@ -139,9 +139,9 @@ def test_choice_rules_without_an_index() -> None:
     from packaging.requirements import Requirement
     from packaging.tags import sys_tags
 
-    from kernel_wheels.distribution.environment import Environment
-    from kernel_wheels.distribution.install import choose
-    from kernel_wheels.distribution.simple_client import IndexFile
+    from kernel_wheels.install.core import choose
+    from kernel_wheels.install.environment import Environment
+    from kernel_wheels.remote.simple_client import IndexFile
 
     def files(*names: str, yanked: str | None = None, requires: str | None = ">=3.9") -> list[IndexFile]:
         return [IndexFile(n, f"http://x/{n}", None, requires, yanked, True) for n in names]

@@ -24,11 +24,11 @@ from variantlib.variant_dist_info import VariantDistInfo
 from variantlib.variants_json import VariantsJson
 
 from helpers import UV, run_cli
-from kernel_wheels.distribution.environment import Environment
-from kernel_wheels.distribution.install import choose
-from kernel_wheels.distribution.simple_client import IndexFile
-from kernel_wheels.distribution.variant_provider import TorchBackendPlugin, supported_values
+from kernel_wheels.install.core import choose
+from kernel_wheels.install.environment import Environment
+from kernel_wheels.install.variant_provider import TorchBackendPlugin, supported_values
 from kernel_wheels.kernel.variants import parse_variant
+from kernel_wheels.remote.simple_client import IndexFile
 from kernel_wheels.wheel.plan import TagOptions, plan_wheel
 from kernel_wheels.wheel.variant_label import (
     NoVariantWheel,

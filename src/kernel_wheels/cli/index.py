@@ -50,7 +50,7 @@ def register(commands: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     writable_folder(args.output, "-o")  # before any work (a build takes minutes)
-    from ..distribution.site import build_site
+    from ..site.build import build_site
 
     result = build_site(args.output, args.inputs, args.target, jobs=args.jobs, progress=args.progress)
     if args.json:

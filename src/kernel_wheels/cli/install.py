@@ -88,10 +88,10 @@ def _prefix(python: Path | None) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..distribution.index_settings import IndexFlags, resolve
-    from ..distribution.install import install
-    from ..distribution.transport import index_timeout
     from ..errors import NoMatchingWheelError
+    from ..install.core import install
+    from ..remote.index_settings import IndexFlags, resolve
+    from ..remote.transport import index_timeout
 
     flags = IndexFlags(args.index_url, tuple(args.extra_index_url), tuple(args.find_links),
                        args.no_index, args.pre, args.cert, args.client_cert, args.keyring_provider)

@@ -37,8 +37,8 @@ def register(commands: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..distribution.installed import installed_kernels, local_kernels_value
     from ..errors import UsageError
+    from ..install.installed import installed_kernels, local_kernels_value
 
     kernels = installed_kernels(args.python)
     if args.json:

@@ -120,9 +120,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _server_uploads(url: str, *, prompt: bool) -> Any:
-    from ..distribution.credentials import resolve_repository
-    from ..distribution.transport import index_timeout
     from ..mirror.uploads import ServerUploads
+    from ..remote.credentials import resolve_repository
+    from ..remote.transport import index_timeout
 
     # publish's resolution: TWINE_*, the URL's user part, the keyring, a prompt (not in a dry run).
     repository = resolve_repository(repository_url=url, interactive=None if prompt else False)

@@ -64,9 +64,9 @@ def register(commands: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..distribution.credentials import resolve_repository
-    from ..distribution.publish import publish
-    from ..distribution.transport import Tls, index_timeout
+    from ..remote.credentials import resolve_repository
+    from ..remote.publish import publish
+    from ..remote.transport import Tls, index_timeout
 
     timeout = index_timeout(args.timeout)
     tls = Tls(args.cert, args.client_cert)

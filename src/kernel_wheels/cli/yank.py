@@ -38,7 +38,7 @@ def register(commands: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     writable_folder(args.site, "SITE")  # before any work (a build takes minutes)
-    from ..distribution.site import yank_release
+    from ..site.build import yank_release
 
     change, result = yank_release(args.site, args.name, args.version, reason=args.reason,
                                   undo=args.undo, progress=args.progress)

@@ -27,11 +27,11 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from urllib.parse import quote
 
-from ..distribution import simple
-from ..distribution.sitepages import FILES, ROOT_INDEX, SIMPLE, landing_page_html
-from ..distribution.targets import parse_kernel_wheel, parse_target_key, select_for_target
 from ..errors import DistributionError, VariantError
+from ..index import simple
+from ..index.targets import parse_kernel_wheel, parse_target_key, select_for_target
 from ..kernel.variants import parse_variant
+from ..site.pages import FILES, ROOT_INDEX, SIMPLE, landing_page_html
 from .listing import RepoListing
 from .plan import covered_items
 from .state import (
@@ -70,7 +70,7 @@ def object_keys(wheel: str) -> tuple[str, str]:
 
 
 def _target_of(variant: str) -> str | None:
-    from ..distribution.targets import target_key_of
+    from ..index.targets import target_key_of
 
     try:
         return target_key_of(parse_variant(variant))

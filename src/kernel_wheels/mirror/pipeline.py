@@ -234,7 +234,7 @@ def _convert_release(planned: list[Action], store: Destination, uploads: WheelUp
 
 
 def _upload(store: Destination, uploads: WheelUploads, item: Item, path: Path) -> Record:
-    from ..distribution.wheelfacts import read_facts
+    from ..index.wheelfacts import read_facts
 
     facts, metadata = read_facts(path)
     uploads.upload(path, metadata)

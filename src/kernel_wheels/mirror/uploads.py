@@ -14,8 +14,8 @@ from .finish import object_keys
 from .store import Destination
 
 if TYPE_CHECKING:  # the upload client (httpx, TLS) is loaded by a run that uploads, only
-    from ..distribution.credentials import Repository
-    from ..distribution.transport import Tls
+    from ..remote.credentials import Repository
+    from ..remote.transport import Tls
 
 
 class WheelUploads(Protocol):
@@ -45,7 +45,7 @@ class StoreUploads:
 
 class ServerUploads:
     """An index server (pypiserver, devpi, Artifactory, Nexus...): each wheel through
-    :func:`~kernel_wheels.distribution.publish.publish`, which checks it, skips it when the
+    :func:`~kernel_wheels.remote.publish.publish`, which checks it, skips it when the
     server has the same file (a run killed after an upload converts it again, to the same
     bytes) and refuses a different file under the same name."""
 
@@ -53,14 +53,14 @@ class ServerUploads:
 
     def __init__(self, repository: Repository, *, index_url: str | None = None,
                  timeout: float | None = None, tls: Tls | None = None) -> None:
-        from ..distribution.transport import DEFAULT_TIMEOUT
+        from ..remote.transport import DEFAULT_TIMEOUT
 
         self.repository, self.index_url, self.tls = repository, index_url, tls
         self.timeout = DEFAULT_TIMEOUT if timeout is None else timeout
         self.description = repository.display
 
     def upload(self, path: Path, metadata: bytes) -> None:
-        from ..distribution.publish import find_simple_api, publish
+        from ..remote.publish import find_simple_api, publish
 
         if self.index_url is None:  # looked for once, at the first wheel
             self.index_url = find_simple_api(self.repository, self.timeout, self.tls)

@@ -40,9 +40,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import __version__
 from ..convert.output import OutputFolder
-from ..distribution import simple
-from ..distribution.targets import Target, parse_target_key
-from ..distribution.wheelfacts import WheelFacts
 from ..errors import (
     KernelWheelsError,
     ListingUnavailableError,
@@ -50,6 +47,9 @@ from ..errors import (
     UsageError,
     WheelUnavailableError,
 )
+from ..index import simple
+from ..index.targets import Target, parse_target_key
+from ..index.wheelfacts import WheelFacts
 from ..network import NetworkSettings
 from .auth import Authenticator, BasicAuth, Users
 from .cache import WheelCache

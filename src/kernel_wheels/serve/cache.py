@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..confine import commit_id, file_name, inside
-from ..distribution.atomic import SiteLock
-from ..distribution.wheelfacts import WheelFacts
 from ..errors import ServeError, UnsafeNameError
+from ..index.wheelfacts import WheelFacts
+from ..site.atomic import SiteLock
 from .logs import EventLog
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")

@@ -41,7 +41,6 @@ from starlette.concurrency import run_in_threadpool
 from ..confine import commit_id
 from ..convert.output import OutputFolder
 from ..convert.pipeline import ConvertOptions, to_wheels
-from ..distribution.wheelfacts import read_facts
 from ..errors import (
     AmbiguousVersionError,
     KernelWheelsError,
@@ -50,6 +49,7 @@ from ..errors import (
     UnsafeNameError,
     WheelUnavailableError,
 )
+from ..index.wheelfacts import read_facts
 from ..kernel.revision import Revision
 from ..kernel.selection import VariantFilter
 from ..kernel.versions import RequestKind, VersionRequest

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..distribution.simple import HTML_TYPE, JSON_TYPE
+from ..index.simple import HTML_TYPE, JSON_TYPE
 
 HTML_V1 = "application/vnd.pypi.simple.v1+html"
 _ALIASES = {

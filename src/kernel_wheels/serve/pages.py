@@ -1,8 +1,8 @@
 """The Simple API entries of the server's indexes, through the static site's own code.
 
-Which wheels an index lists is :func:`kernel_wheels.distribution.targets.select_for_target`
+Which wheels an index lists is :func:`kernel_wheels.index.targets.select_for_target`
 (the root index lists all), and the pages are rendered by
-:mod:`kernel_wheels.distribution.simple` from :class:`~kernel_wheels.distribution.simple.WheelEntry`
+:mod:`kernel_wheels.index.simple` from :class:`~kernel_wheels.index.simple.WheelEntry`
 values, exactly as ``kernel-wheels index`` renders them; links are relative in the same
 way (``../../files/<wheel>``), so the server works behind any path prefix.
 
@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable, Sequence
 from html import escape
 from urllib.parse import quote
 
-from ..distribution.simple import WheelEntry
-from ..distribution.targets import Target, parse_kernel_wheel, select_for_target, targets_of
-from ..distribution.wheelfacts import WheelFacts
+from ..index.simple import WheelEntry
+from ..index.targets import Target, parse_kernel_wheel, select_for_target, targets_of
+from ..index.wheelfacts import WheelFacts
 from .catalog import ServedWheel
 
 FILES = "files"

@@ -22,8 +22,8 @@ from urllib.request import url2pathname
 from packaging.utils import canonicalize_name
 
 from ..errors import IndexServerError, UsageError
+from ..index.simple import JSON_TYPE
 from ..redaction import one_line, split_credentials, strip_userinfo
-from .simple import JSON_TYPE
 from .transport import DEFAULT_TIMEOUT, MAX_FILE, IndexHttp, Login, Pace, Tls
 
 ACCEPT = f"{JSON_TYPE}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"

@@ -13,10 +13,10 @@ from pathlib import Path
 from urllib.parse import quote
 
 from ..errors import IndexConflictError, UsageError
+from ..index import simple
+from ..index.wheelfacts import WheelFacts
 from ..wheel.variant_label import VARIANT_JSON, merge_variant_files, split_variant_label, variant_json_text
-from . import simple
 from .atomic import Staging
-from .wheelfacts import WheelFacts
 
 _MAX_VARIANT_JSON = 1 << 20  # a variant.json is a few kB; a larger one is not read
 

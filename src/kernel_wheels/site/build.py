@@ -38,11 +38,13 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from ..confine import file_name, inside
 from ..errors import CheckFailedError, IndexConflictError, UsageError
+from ..index.targets import parse_kernel_wheel, parse_target_key, targets_of
+from ..index.wheelfacts import Inspection, WheelFacts, collect_wheels, inspect_wheel
 from ..kernel.digest import file_sha256
 from ..progress import SILENT_TASK, Task, as_progress
 from ..wheel.variant_label import split_variant_label
 from .atomic import SiteLock, Staging
-from .sitepages import (
+from .pages import (
     FILES,
     RENDERER,
     SIMPLE,
@@ -52,10 +54,8 @@ from .sitepages import (
     write_landing_page,
     write_roots,
 )
-from .sitestate import SiteState, StatKey, stat_key
-from .sitevariants import write_variants_files
-from .targets import parse_kernel_wheel, parse_target_key, targets_of
-from .wheelfacts import Inspection, WheelFacts, collect_wheels, inspect_wheel
+from .state import SiteState, StatKey, stat_key
+from .variants import write_variants_files
 from .yanks import YankChange, change_yank, load_yanks, release_of
 
 Progress = Callable[[str], None]

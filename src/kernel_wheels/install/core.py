@@ -40,15 +40,15 @@ from ..errors import (
     NoMatchingWheelError,
     UsageError,
 )
+from ..index.targets import KernelWheel, Target, parse_kernel_wheel, preference, rejection
+from ..index.wheelfacts import read_facts
 from ..progress import Progress, as_progress
 from ..redaction import redact, strip_userinfo
+from ..remote.find_links import LocalLinks, PageLinks, open_links
+from ..remote.index_settings import IndexSettings
+from ..remote.simple_client import IndexFile, SimpleClient
+from ..remote.transport import DEFAULT_TIMEOUT
 from .environment import Environment, read_environment
-from .find_links import LocalLinks, PageLinks, open_links
-from .index_settings import IndexSettings
-from .simple_client import IndexFile, SimpleClient
-from .targets import KernelWheel, Target, parse_kernel_wheel, preference, rejection
-from .transport import DEFAULT_TIMEOUT
-from .wheelfacts import read_facts
 
 Place = SimpleClient | LocalLinks | PageLinks
 INSTALLERS = ("pip", "uv")

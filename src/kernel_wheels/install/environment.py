@@ -24,7 +24,7 @@ import packaging
 from packaging.version import InvalidVersion, Version
 
 from ..errors import EnvironmentProbeError
-from .targets import Target, parse_target_key
+from ..index.targets import Target, parse_target_key
 
 # Runs inside the target interpreter: standard library only, plus torch when present
 # and packaging (the interpreter's own, else pip's vendored copy, else ours, which

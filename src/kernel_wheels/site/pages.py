@@ -19,11 +19,11 @@ from urllib.parse import quote
 
 from .. import __version__
 from ..confine import inside
-from . import simple
+from ..index import simple
+from ..index.targets import KernelWheel, parse_kernel_wheel, parse_target_key, select_for_target
+from ..index.wheelfacts import WheelFacts
 from .atomic import Staging
-from .sitestate import ProjectRecord, SiteState
-from .targets import KernelWheel, parse_kernel_wheel, parse_target_key, select_for_target
-from .wheelfacts import WheelFacts
+from .state import ProjectRecord, SiteState
 
 FILES = "files"
 SIMPLE = "simple"

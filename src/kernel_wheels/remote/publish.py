@@ -35,11 +35,11 @@ from ..errors import (
     IndexServerError,
     UsageError,
 )
+from ..index.wheelfacts import Inspection, collect_wheels, inspect_wheel
 from ..progress import Progress, Task, as_progress
 from .credentials import Repository
 from .simple_client import IndexFile, SimpleClient
 from .transport import DEFAULT_TIMEOUT, IndexHttp, Pace, Tls
-from .wheelfacts import Inspection, collect_wheels, inspect_wheel
 
 # Indexes whose Simple API lives elsewhere than next to the upload URL.
 KNOWN_SIMPLE_APIS = {

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .wheelfacts import WheelFacts
+from ..index.wheelfacts import WheelFacts
 
 STATE_FORMAT = 2  # 2: stat keys without the inode
 
