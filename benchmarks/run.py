@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """kernel-wheels performance benchmark (issue #10): one command, one table.
 
-    .venv/bin/python benchmarks/run.py            # full sizes (tens of minutes)
-    .venv/bin/python benchmarks/run.py --quick    # every row, small sizes (a few minutes)
-    .venv/bin/python benchmarks/run.py --rows to-wheel,check --runs 5
+    .venv/bin/python -m benchmarks.run            # full sizes (tens of minutes)
+    .venv/bin/python -m benchmarks.run --quick    # every row, small sizes (a few minutes)
+    .venv/bin/python -m benchmarks.run --rows to-wheel,check --runs 5
 
 Builds a realistic Hub kernel (real ELF extensions carrying slices of torch's libraries),
 serves it with olah on 127.0.0.1, and measures kernel-wheels against real baselines in
@@ -28,14 +28,14 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from kwbench import olah
-from kwbench.bench import Bench
-from kwbench.config import BENCHMARKS, FULL, QUICK, RESULTS, ROOT, VENV_BIN, WORK, Sizes
-from kwbench.measure import compile_tools, load
-from kwbench.old_tool import ensure_old_tool, versions
-from kwbench.report import Row, legend, table, write_json
-from kwbench.rows import GROUPS, check, cold, index, mirror, rss, serve, to_wheel
-from kwbench.workloads import KernelRepo, big_binary_repo, release_repo
+from benchmarks.kwbench import olah
+from benchmarks.kwbench.bench import Bench
+from benchmarks.kwbench.config import BENCHMARKS, FULL, QUICK, RESULTS, ROOT, VENV_BIN, WORK, Sizes
+from benchmarks.kwbench.measure import compile_tools, load
+from benchmarks.kwbench.old_tool import ensure_old_tool, versions
+from benchmarks.kwbench.report import Row, legend, table, write_json
+from benchmarks.kwbench.rows import GROUPS, check, cold, index, mirror, rss, serve, to_wheel
+from benchmarks.kwbench.workloads import KernelRepo, big_binary_repo, release_repo
 
 RUNNERS = {"to-wheel": to_wheel.run, "cold": cold.run, "rss": rss.run, "check": check.run,
            "index": index.run, "serve": serve.run, "mirror": mirror.run}

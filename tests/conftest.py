@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from helpers import ROOT, SAMPLE, Olah, olah_server
+from support.contract import MATRIX
+from support.helpers import ROOT, SAMPLE, Olah, cuda_python, olah_server
 
 ZIG = [sys.executable, "-m", "ziglang", "cc"]
 
@@ -64,14 +65,6 @@ def _installer_caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
         yield
 
 
-def _cuda_python() -> Path:
-    path = Path(os.environ.get("KW_CUDA_PYTHON", ROOT / ".venv-cuda" / "bin" / "python"))
-    if not path.exists():
-        pytest.fail(f"no CUDA torch venv at {path}: run scripts/bootstrap.sh --cuda "
-                    "(or set KW_CUDA_PYTHON)")
-    return path
-
-
 def _prebuilt(tmp_path_factory: pytest.TempPathFactory, variant: str) -> Path | None:
     """KW_PREBUILT=DIR (a `kernel-wheels build -o DIR` output) skips building the sample
     kernel: for developing other stages while the builder or the kernel is being changed.
@@ -104,7 +97,7 @@ def cuda_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return prebuilt
 
     def make(out: Path) -> None:
-        proc = subprocess.run([str(_cuda_python()), "-m", "kernel_wheels", "build", str(SAMPLE),
+        proc = subprocess.run([str(cuda_python()), "-m", "kernel_wheels", "build", str(SAMPLE),
                                "-o", str(out), "--backend", "cuda"], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
 
@@ -154,23 +147,6 @@ def foreign_binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
     return {key: out / name for key, (_, name) in targets.items()}
 
 
-# Every row of the wheel contract, with the layout and metadata form each one uses.
-MATRIX = {
-    "torch27-cxx11-cu128-x86_64-linux": ("flat", True),
-    "torch26-cxx98-cu118-x86_64-linux": ("legacy", False),
-    "torch213-cxx11-rocm71-x86_64-linux": ("flat", True),
-    "torch213-cxx11-xpu20260-x86_64-linux": ("legacy", True),
-    "torch210-cxx11-cann81-x86_64-linux": ("flat", False),
-    "torch213-cxx11-cpu-aarch64-linux": ("flat", True),
-    "torch213-metal-aarch64-darwin": ("flat", True),
-    "torch213-cpu-aarch64-darwin": ("legacy", False),
-    "torch213-cxx11-cu130-x86_64-windows": ("flat", True),
-    "torch213-cu130-x86_64-windows": ("flat", False),
-    "torch-stable-abi210-cu128-x86_64-linux": ("flat", True),
-    "tvm-ffi01-cu128-x86_64-linux": ("flat", True),
-    "torch-cuda": ("flat", True),
-    "torch-universal": ("legacy", False),
-}
 
 
 @pytest.fixture(scope="session")

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT
+from support.helpers import ROOT
 
 PACKAGE = ROOT / "src" / "kernel_wheels"
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 WINGS = ("cli", "distribution", "mirror", "serve", "locked", "convert", "site", "install", "remote", "index",
-         "checks", "sources", "building", "wheel", "kernel")
+         "checks", "sources", "building", "wheel", "kernel", "elf")
 FLOOR = ("errors", "data", "cache", "network", "confine", "processes", "redaction", "progress")
 
 
@@ -70,6 +70,9 @@ def test_every_top_level_module_is_a_wing_or_on_the_floor() -> None:
      "kernel_wheels.remote.publish -> kernel_wheels.install.core"),
     ("index/targets.py", "from ..remote import transport  # noqa\n",
      "kernel_wheels.index.targets -> kernel_wheels.remote.transport"),
+    # The ELF reader serves the checks and the builder: it uses neither.
+    ("elf/reader.py", "from ..checks import report  # noqa\n",
+     "kernel_wheels.elf.reader -> kernel_wheels.checks.report"),
     # The floor reaching up.
     ("errors.py", "from .kernel import variants  # noqa\n",
      "kernel_wheels.errors -> kernel_wheels.kernel.variants"),

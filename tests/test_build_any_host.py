@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from helpers import run_cli
-from kernel_wheels.building.extension_check import dynamic_symbols
 from kernel_wheels.building.symbol_versions import over_limit
+from support.elf_oracle import dynamic_symbols
+from support.helpers import run_cli
 
 KERNELS = Path(__file__).parent / "kernels"
 FLAT_CPU = "torch213-cxx11-cpu-x86_64-linux"

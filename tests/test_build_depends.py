@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_cli
 from kernel_wheels import data
 from kernel_wheels.building.source_archive import nar_hash
+from support.helpers import run_cli
 
 KERNELS = Path(__file__).parent / "kernels"
 VARIANT = "torch-stable-abi211-cpu-x86_64-linux"

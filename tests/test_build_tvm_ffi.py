@@ -21,10 +21,9 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from conftest import _cuda_python
-from helpers import run_cli
-from kernel_wheels.building.extension_check import dynamic_symbols
 from kernel_wheels.building.symbol_versions import over_limit
+from support.elf_oracle import dynamic_symbols
+from support.helpers import cuda_python, run_cli
 
 KERNELS = Path(__file__).parent / "kernels"
 TVM_FFI = "tvm-ffi{}{}".format(*re.findall(r"\d+", metadata.version("apache-tvm-ffi"))[:2])
@@ -74,7 +73,7 @@ def test_cpu_and_cuda_variants_as_kernel_builder_lays_them_out(
 def test_the_cuda_library_holds_sass_for_the_asked_capability(
         tvm_build: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     out, _ = tvm_build
-    venv = _cuda_python().parent.parent  # the CUDA venv's triton carries a cuobjdump
+    venv = cuda_python().parent.parent  # the CUDA venv's triton carries a cuobjdump
     tool = next(f for f in [shutil.which("cuobjdump"), *map(str, venv.glob(
         "lib/python*/site-packages/triton/backends/nvidia/bin/cuobjdump"))] if f)
     listing = subprocess.run([tool, "--list-elf", str(next((out / "build" / CUDA).glob("*.so")))],

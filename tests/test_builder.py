@@ -22,12 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _cuda_python
-from helpers import SAMPLE, run_cli
 from kernel_wheels.building.cuda_archs import gencode_flags, loose_intersection, plan_archs
-from kernel_wheels.building.extension_check import dynamic_symbols
 from kernel_wheels.building.symbol_versions import over_limit
 from kernel_wheels.kernel.digest import digest_folder
+from support.elf_oracle import dynamic_symbols
+from support.helpers import SAMPLE, cuda_python, run_cli
 
 KERNELS = Path(__file__).parent / "kernels"
 CPU_STABLE = "torch-stable-abi211-cpu-x86_64-linux"
@@ -59,7 +58,7 @@ def load_and_run(build_output: Path, code: str) -> str:
 
 
 def cuobjdump() -> str:
-    venv = _cuda_python().parent.parent
+    venv = cuda_python().parent.parent
     found = [shutil.which("cuobjdump"),
              *map(str, venv.glob("lib/python*/site-packages/triton/backends/nvidia/bin/cuobjdump"))]
     return next(f for f in found if f)
@@ -105,7 +104,7 @@ def cuda_features_build(tmp_path_factory: pytest.TempPathFactory,
                         build_cache: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
     """kw-cuda built in the CUDA venv for kernel-builder's full capability set."""
     out = tmp_path_factory.mktemp("kw-cuda")
-    proc = built(build(KERNELS / "kw-cuda", out, cache=build_cache, python=_cuda_python()))
+    proc = built(build(KERNELS / "kw-cuda", out, cache=build_cache, python=cuda_python()))
     return out, proc
 
 
@@ -181,7 +180,7 @@ def test_tvm_ffi_kernels_need_apache_tvm_ffi(tmp_path: Path) -> None:
     (tree / "tvm-ffi-ext" / "kw_keys").mkdir(parents=True)
     (tree / "tvm-ffi-ext" / "kw_keys" / "__init__.py").write_text("")
     (tree / "k.cpp").write_text("")
-    proc = build(tree, tmp_path / "out", cache=tmp_path / "cache", python=_cuda_python())
+    proc = build(tree, tmp_path / "out", cache=tmp_path / "cache", python=cuda_python())
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1] == (
         "kernel-wheels: error: nothing to build for kw-keys in this environment (cpu: apache-tvm-ffi "
@@ -510,7 +509,7 @@ def test_cuda_arch_narrowing_recompiles_only_cuda_code(
         cuda_features_build: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path,
         build_cache: Path) -> None:
     proc = built(build(KERNELS / "kw-cuda", tmp_path / "out", "--backend", "cuda", "--arch", "12.0",
-                       cache=build_cache, python=_cuda_python()))
+                       cache=build_cache, python=cuda_python()))
     assert "cuda: [1/2] torch-ext/torch_binding.cpp (unchanged)" in proc.stderr
     assert "fill_cuda/fill.cu (unchanged)" not in proc.stderr
     variant = tmp_path / "out" / "build" / CUDA_STABLE
@@ -522,7 +521,7 @@ def test_failing_backend_does_not_stop_the_others(tmp_path: Path, build_cache: P
     """cuda is listed first and fails; cpu still builds; the exit status says it failed."""
     tree = copy_kernel("kw-cuda", tmp_path)
     (tree / "fill_cuda" / "fill.cu").write_text('#error "kw: broken CUDA source"\n')
-    proc = build(tree, tmp_path / "out", "--arch", "12.0", cache=build_cache, python=_cuda_python())
+    proc = build(tree, tmp_path / "out", "--arch", "12.0", cache=build_cache, python=cuda_python())
     assert proc.returncode == 1
     assert "cuda: failed: compiling fill_cuda/fill.cu failed (exit" in proc.stderr
     assert "kw: broken CUDA source" in proc.stderr

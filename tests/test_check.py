@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_cli
 from kernel_wheels.checks import check_wheel
+from support.helpers import run_cli
 
 CPU_WHEEL = "img2gray-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
 LINUX_VARIANT = "torch213-cxx11-cpu-x86_64-linux"

@@ -23,7 +23,9 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from elf_mutations import (
+from kernel_wheels.checks import check_wheel
+from kernel_wheels.elf.reader import ElfError, read_elf_bytes
+from support.elf_mutations import (
     VARIANT,
     Base,
     Campaign,
@@ -35,8 +37,6 @@ from elf_mutations import (
     mutate,
     with_fields,
 )
-from kernel_wheels.checks import check_wheel
-from kernel_wheels.checks.elffile import ElfError, read_elf_bytes
 
 #: Mutants per base object and run: two bases make the 2,000 cases a run promises
 #: (hypothesis may drop a few duplicates from its examples).

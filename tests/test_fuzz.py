@@ -19,8 +19,6 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from faults import tally
-from helpers import run_cli
 from kernel_wheels import data
 from kernel_wheels.checks import CheckReport, check_wheel
 from kernel_wheels.errors import KernelWheelsError
@@ -29,6 +27,8 @@ from kernel_wheels.kernel.revision import Revision
 from kernel_wheels.kernel.variants import Variant, parse_variant
 from kernel_wheels.kernel.versions import RequestKind, parse_request, pick_tag, wheel_version
 from kernel_wheels.wheel.plan import TagOptions, plan_wheel
+from support.faults import tally
+from support.helpers import run_cli
 
 FUZZ = settings(max_examples=300, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow])

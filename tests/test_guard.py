@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, read_member, run_cli
+from support.helpers import ROOT, read_member, run_cli
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
 CUDA = "torch214-cxx11-cu130-x86_64-linux"

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from helpers import run_cli
 from kernel_wheels.index.targets import (
     parse_kernel_wheel,
     parse_target_key,
@@ -27,7 +26,9 @@ from kernel_wheels.index.targets import (
 from kernel_wheels.install.environment import target_key
 from kernel_wheels.kernel.variants import parse_variant
 from kernel_wheels.wheel.plan import TagOptions, plan_wheel
-from servers_index import (
+from support.contract import CONTRACT
+from support.helpers import run_cli
+from support.servers_index import (
     anchors,
     corrupt_copy,
     make_noarch_wheels,
@@ -36,7 +37,6 @@ from servers_index import (
     tree_snapshot,
     validate_site,
 )
-from test_variants import CONTRACT
 
 CPU = "img2gray-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
 

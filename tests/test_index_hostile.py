@@ -1,4 +1,4 @@
-"""`publish` and `install` against a hostile index server (tests/hostile_index.py, on
+"""`publish` and `install` against a hostile index server (tests/support/hostile_index.py, on
 127.0.0.1): credentials go only to the origin they were given for (not to another
 port, another host name for the same server, or where a redirect points); nothing a
 server echoes shows a secret; no secret reaches an installer's argv; a server that
@@ -20,8 +20,8 @@ from urllib.parse import quote
 
 import pytest
 
-from helpers import make_venv, torch_wheel
-from hostile_index import (
+from support.helpers import make_venv, one_line_error, torch_wheel
+from support.hostile_index import (
     PASSWORD,
     USER,
     HostileIndex,
@@ -41,7 +41,7 @@ from hostile_index import (
     slow_reader,
     trickle,
 )
-from servers_index import make_noarch_wheels, pip_env
+from support.servers_index import make_noarch_wheels, pip_env
 
 PROJECT = "hostile-00000"
 #: --timeout of the runs that meet a stalling server: a run must end within a few of it.
@@ -69,16 +69,6 @@ def cli(*args: str | Path, env: dict[str, str] | None = None,
     except subprocess.TimeoutExpired:
         pytest.fail(f"{args[0]} still running after {limit} s: the stall was not ended")
     return proc, time.monotonic() - started
-
-
-def one_line_error(proc: subprocess.CompletedProcess[str], *expected: str) -> str:
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("kernel-wheels: error:")]
-    assert proc.returncode != 0, proc.stdout + proc.stderr
-    assert len(errors) == 1, proc.stderr
-    assert "Traceback" not in proc.stderr, proc.stderr
-    for text in expected:
-        assert text in errors[0], proc.stderr
-    return errors[0]
 
 
 def assert_no_secret(proc: subprocess.CompletedProcess[str]) -> None:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_cli
-from servers_index import corrupt_copy, make_noarch_wheels, validate_site
+from support.helpers import run_cli
+from support.servers_index import corrupt_copy, make_noarch_wheels, validate_site
 
 STATE = Path(".kernel-wheels") / "state.json"
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import UV, make_venv, run_cli, torch_wheel
-from servers_index import pip_env, run_op, static_server, torch_fingerprint, uninstall
+from support.helpers import UV, make_venv, run_cli, torch_wheel
+from support.servers_index import pip_env, run_op, static_server, torch_fingerprint, uninstall
 
 CPU_WHEEL = "img2gray-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
 CUDA_WHEEL = "img2gray-1.1.2+torch214cu130cxx11-cp39-abi3-manylinux_2_28_x86_64.whl"

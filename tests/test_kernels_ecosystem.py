@@ -25,8 +25,17 @@ from pathlib import Path
 import pytest
 from packaging.metadata import Metadata
 
-from helpers import UV, Olah, make_venv, olah_server, read_member, run_cli, torch_wheel
-from servers_index import run_op
+from support.helpers import (
+    UV,
+    Olah,
+    make_venv,
+    olah_server,
+    one_line_error,
+    read_member,
+    run_cli,
+    torch_wheel,
+)
+from support.servers_index import run_op
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
 CUDA = "torch214-cxx11-cu130-x86_64-linux"
@@ -151,15 +160,6 @@ def _project(folder: Path, hub: Hub, kernels: dict[str, int], *, hashes: bool = 
     return folder
 
 
-def one_line_error(proc: subprocess.CompletedProcess[str], *expected: str) -> str:
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("kernel-wheels: error:")]
-    assert len(errors) == 1, proc.stderr
-    for text in expected:
-        assert text in errors[0], errors[0]
-    return errors[0]
-
-
 # -- versions ------------------------------------------------------------------------------
 def test_versions_lists_releases_and_major_branches(hub: Hub, tmp_path: Path) -> None:
     proc = run_cli("versions", "drbh/img2gray", "--json", env=hub.env(tmp_path))
@@ -229,7 +229,7 @@ def test_a_lock_that_disagrees_with_the_hub_is_refused_with_nothing_written(
     locked = json.loads((project / "kernels.lock").read_text())[0]["variants"][CPU]["hash"]
     actual = lock_hash(hub.listing("drbh/img2gray", hub.commit("drbh/img2gray", "v1.1.2"), CPU))
     proc = run_cli("to-wheel", "--lock", project, "-o", tmp_path / "out", env=hub.env(tmp_path), check=False)
-    one_line_error(proc, "drbh/img2gray", f"build/{CPU}", f"hashes to {actual}", f"kernels.lock says {locked}")
+    one_line_error(proc, "drbh/img2gray", f"build/{CPU}", f"hashes to {actual}", f"kernels.lock says {locked}", status=1)
     assert not (tmp_path / "out").exists()
     assert not list((tmp_path / "hf").rglob(f"*{CPU}*/*.so"))  # refused before downloading
 
@@ -240,7 +240,7 @@ def test_a_variant_the_lock_does_not_know_is_refused(hub: Hub, tmp_path: Path) -
     del lock[0]["variants"][CUDA]
     (project / "kernels.lock").write_text(json.dumps(lock))
     proc = run_cli("to-wheel", "--lock", project, "-o", tmp_path / "out", env=hub.env(tmp_path), check=False)
-    one_line_error(proc, f"build/{CUDA}", "is not in kernels.lock")
+    one_line_error(proc, f"build/{CUDA}", "is not in kernels.lock", status=1)
     assert not (tmp_path / "out").exists()
     # Leaving it out is the user's choice to make:
     run_cli("to-wheel", "--lock", project, "-o", tmp_path / "out", "--backend", "cpu", env=hub.env(tmp_path))
@@ -251,7 +251,7 @@ def test_an_unlocked_dependency_is_refused(hub: Hub, tmp_path: Path) -> None:
     with (project / "pyproject.toml").open("a") as out:
         out.write('"drbh/gray-app" = 1\n')
     proc = run_cli("to-wheel", "--lock", project, "-o", tmp_path / "out", env=hub.env(tmp_path), check=False)
-    one_line_error(proc, "depends on drbh/gray-app, which kernels.lock does not lock")
+    one_line_error(proc, "depends on drbh/gray-app, which kernels.lock does not lock", status=1)
 
 
 def test_all_locked_kernels_or_none(hub: Hub, tmp_path: Path) -> None:
@@ -259,7 +259,7 @@ def test_all_locked_kernels_or_none(hub: Hub, tmp_path: Path) -> None:
     project = _project(tmp_path / "project", hub, {"drbh/img2gray": 1, "drbh/gray-helper": 1},
                        changed={"drbh/gray-helper": {"torch-cpu/__init__.py": blob_id(b"x")}})
     proc = run_cli("to-wheel", "--lock", project, "-o", tmp_path / "out", env=hub.env(tmp_path), check=False)
-    one_line_error(proc, "drbh/gray-helper", "build/torch-cpu")
+    one_line_error(proc, "drbh/gray-helper", "build/torch-cpu", status=1)
     assert not (tmp_path / "out").exists()
 
 
@@ -276,7 +276,7 @@ def test_all_locked_kernels_or_none(hub: Hub, tmp_path: Path) -> None:
 def test_a_broken_lock_is_one_line(tmp_path: Path, text: str, expected: str) -> None:
     (tmp_path / "kernels.lock").write_text(text)
     proc = run_cli("to-wheel", "--lock", tmp_path / "kernels.lock", "-o", tmp_path / "out", check=False)
-    one_line_error(proc, expected)
+    one_line_error(proc, expected, status=1)
 
 
 # -- kernel-to-kernel dependencies ----------------------------------------------------------------
@@ -308,7 +308,7 @@ from pathlib import Path
 from kernels import get_kernel
 from kernels._rust import Digest, Metadata
 sys.path.insert(0, sys.argv[1])
-from helpers import reference_gray
+from support.helpers import reference_gray
 kernel = get_kernel("drbh/img2gray", version=1)
 image = torch.randint(0, 256, (37, 61, 3), dtype=torch.uint8)
 app = get_kernel("drbh/gray-app", version=1)

@@ -17,10 +17,10 @@ from urllib.parse import unquote, urljoin
 
 import pytest
 
-from helpers import free_port, make_venv, run_cli, stop, wait_for
-from mirror_hub import KERNELS, S3Server, folder_snapshot, git, mirror_hub, s3_server, write_release
-from serve_hub import HubRepo, commit_of, hostile_hub, universal_files
-from servers_index import pip_env, pypiserver
+from support.helpers import free_port, make_venv, run_cli, stop, wait_for
+from support.mirror_hub import KERNELS, S3Server, folder_snapshot, git, mirror_hub, s3_server, write_release
+from support.serve_hub import HubRepo, commit_of, hostile_hub, universal_files
+from support.servers_index import pip_env, pypiserver
 
 REPOS = sorted(KERNELS)
 

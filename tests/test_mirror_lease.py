@@ -21,7 +21,7 @@ import pytest
 
 from kernel_wheels.mirror.lease import LEASE_KEY, TAKEOVER, Lease, LeaseBusyError
 from kernel_wheels.mirror.store import Destination, FolderDestination, S3Destination
-from mirror_hub import S3Server, s3_server
+from support.mirror_hub import S3Server, s3_server
 
 STALE_TOKEN = "0123456789abcdef"
 _buckets = count()

@@ -22,7 +22,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from helpers import (
+from support.helpers import (
     ROOT,
     SAMPLE,
     Olah,
@@ -34,7 +34,7 @@ from helpers import (
     torch_wheel,
     wait_for,
 )
-from servers_index import devpi, pip_env, pypiserver, static_server, uninstall
+from support.servers_index import devpi, pip_env, pypiserver, static_server, uninstall
 
 CPU_VARIANT = "torch213-cxx11-cpu-x86_64-linux"
 CPU_WHEEL = "img2gray-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import UV, make_venv, run_cli, torch_wheel
-from servers_index import (
+from support.helpers import UV, make_venv, one_line_error, run_cli, torch_wheel
+from support.servers_index import (
     BIN,
     IndexServer,
     corrupt_copy,
@@ -60,13 +60,6 @@ def credentials(server: IndexServer) -> dict[str, str]:
 def assert_secret_free(proc: subprocess.CompletedProcess[str], *secrets: str) -> None:
     for secret in secrets:
         assert secret not in proc.stdout and secret not in proc.stderr
-
-
-def one_line_error(proc: subprocess.CompletedProcess[str], starts: str) -> None:
-    assert proc.returncode != 0
-    lines = [line for line in proc.stderr.splitlines() if line.startswith("kernel-wheels: error:")]
-    assert len(lines) == 1 and lines[0].startswith(f"kernel-wheels: error: {starts}"), proc.stderr
-    assert "Traceback" not in proc.stderr
 
 
 @pytest.fixture(scope="module")
@@ -146,29 +139,29 @@ def test_bad_credentials_are_one_line_and_change_nothing(
         wrong = "wrong-password-5512"
         env = {**credentials(server), "TWINE_PASSWORD": wrong}
         proc = run_cli("publish", wheel, "--repository-url", server.upload_url, env=env, check=False)
-        one_line_error(proc, f"{server.upload_url} refused the upload of {wheel.name} (HTTP 40")
+        one_line_error(proc, starts=f"{server.upload_url} refused the upload of {wheel.name} (HTTP 40")
         assert_secret_free(proc, wrong, server.password)
         # the same, with the password in the URL
         host = server.upload_url.replace("http://", f"http://{server.username}:{wrong}@")
         proc = run_cli("publish", wheel, "--repository-url", host, env=pip_env(), check=False)
-        one_line_error(proc, f"{server.upload_url} refused the upload")
+        one_line_error(proc, starts=f"{server.upload_url} refused the upload")
         assert_secret_free(proc, wrong)
         assert server.listing("never-00000") == before == {}
 
 
 def test_a_server_that_is_down(tmp_path: Path, venv: Path) -> None:
-    from helpers import free_port
+    from support.helpers import free_port
 
     wheel = make_noarch_wheels(tmp_path / "w", 1, 1, name="down")[0]
     url = f"http://127.0.0.1:{free_port()}/"
     proc = run_cli("publish", wheel, "--repository-url", url,
                    env={**pip_env(), "TWINE_USERNAME": "u", "TWINE_PASSWORD": "down-secret-99"},
                    check=False)
-    one_line_error(proc, f"cannot reach {url}simple/: connection refused")
+    one_line_error(proc, starts=f"cannot reach {url}simple/: connection refused")
     assert_secret_free(proc, "down-secret-99")
     proc = run_cli("install", "img2gray", "--index-url", f"{url}simple/", "--python", venv,
                    env=pip_env(), check=False)
-    one_line_error(proc, f"cannot reach {url}simple/img2gray/: connection refused")
+    one_line_error(proc, starts=f"cannot reach {url}simple/img2gray/: connection refused")
 
 
 def test_a_duplicate_upload_is_refused(servers: dict[str, IndexServer], kernel_repo: Path,
@@ -182,7 +175,7 @@ def test_a_duplicate_upload_is_refused(servers: dict[str, IndexServer], kernel_r
         assert before[rebuilt.name] != sha256(rebuilt)
         proc = run_cli("publish", rebuilt, "--repository-url", server.upload_url,
                        env=credentials(server), check=False)
-        one_line_error(proc, f"{server.simple_url} already has a different {rebuilt.name}")
+        one_line_error(proc, starts=f"{server.simple_url} already has a different {rebuilt.name}")
         assert server.listing() == before
 
 
@@ -193,7 +186,7 @@ def test_a_corrupt_wheel_is_refused_before_anything_is_uploaded(
     server = servers["pypiserver"]
     proc = run_cli("publish", good, bad, "--repository-url", server.upload_url,
                    env=credentials(server), check=False)
-    one_line_error(proc, f"{bad.name} refused: [record]")
+    one_line_error(proc, starts=f"{bad.name} refused: [record]")
     assert server.listing("goodone-00000") == {} and server.listing("badone-00000") == {}
 
 

@@ -26,8 +26,8 @@ import pytest
 from packaging.utils import parse_sdist_filename, parse_wheel_filename
 from packaging.version import Version
 
-from helpers import ROOT, UV, free_port, make_venv, stop, torch_wheel, wait_for
-from servers_index import run_op
+from support.helpers import ROOT, UV, free_port, make_venv, stop, torch_wheel, wait_for
+from support.servers_index import run_op
 
 COMMANDS = ("to-wheel", "check", "variants", "build", "index", "publish", "install", "serve")
 CPU_VARIANT = "torch213-cxx11-cpu-x86_64-linux"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from faults import FaultProxy, one_error_line, tally
-from helpers import UV, make_venv, read_member, run_cli
+from support.faults import FaultProxy, one_error_line, tally
+from support.helpers import UV, make_venv, read_member, run_cli
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
 
@@ -233,7 +233,7 @@ def test_credentials_in_a_git_url_are_never_printed_or_packed(kernel_repo: Path,
 def test_index_password_never_printed(tmp_path: Path, kernel_repo: Path) -> None:
     """TWINE_PASSWORD and a password in the upload URL, with --json, to a server that is
     down (tests/test_publish.py scans the real servers' answers)."""
-    from helpers import free_port
+    from support.helpers import free_port
 
     run_cli("to-wheel", kernel_repo, "1.1.2", "-o", tmp_path / "w", "--variant", CPU)
     secret = "kwFakeIndexPassword-0987"

@@ -1,5 +1,5 @@
 """Issue #9, Hub faults on a real loopback server: olah serves drbh/img2gray, and a
-fault-injecting HTTP proxy (tests/faults.py: real sockets, real HTTP) sits between it and
+fault-injecting HTTP proxy (tests/support/faults.py: real sockets, real HTTP) sits between it and
 kernel-wheels. Each fault is either retried with backoff until it clears (the wheel is
 then byte-identical to a clean run's) or ends in one error line and exit 1 within a
 bounded time, with no wheel and no staging folder left. HF_TOKEN is set to a
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from faults import FaultProxy, one_error_line, staging_folders, tally, visible_wheels
-from helpers import Olah, run_cli
+from support.faults import FaultProxy, one_error_line, staging_folders, tally, visible_wheels
+from support.helpers import Olah, run_cli
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
 WHEEL = "img2gray-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"

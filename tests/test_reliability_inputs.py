@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from faults import one_error_line, tally
-from helpers import read_member, run_cli
 from kernel_wheels.kernel.digest import digest_folder
+from support.faults import one_error_line, tally
+from support.helpers import read_member, run_cli
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
 CUDA = "torch214-cxx11-cu130-x86_64-linux"

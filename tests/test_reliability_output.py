@@ -29,7 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from faults import (
+from kernel_wheels.kernel.digest import digest_folder
+from support.faults import (
     FaultProxy,
     one_error_line,
     partial_wheels,
@@ -37,8 +38,7 @@ from faults import (
     tally,
     visible_wheels,
 )
-from helpers import ROOT, run_cli
-from kernel_wheels.kernel.digest import digest_folder
+from support.helpers import ROOT, run_cli
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
 CUDA = "torch214-cxx11-cu130-x86_64-linux"

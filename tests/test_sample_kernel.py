@@ -14,8 +14,8 @@ from types import ModuleType
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from helpers import SAMPLE, reference_gray
 from kernel_wheels.checks import read_elf
+from support.helpers import SAMPLE, reference_gray
 
 torch = pytest.importorskip("torch")  # the test venv always has torch 2.13.0
 
@@ -204,7 +204,7 @@ import sys, torch
 from pathlib import Path
 from kernels import get_local_kernel
 sys.path.insert(0, sys.argv[2])
-from helpers import reference_gray
+from support.helpers import reference_gray
 kernel = get_local_kernel(Path(sys.argv[1]))
 image = torch.randint(0, 256, (33, 47, 3), dtype=torch.uint8)
 assert torch.equal(kernel.img2gray(image), reference_gray(image))
@@ -260,8 +260,8 @@ def test_cuda_variant_archs(cuda_build: Path) -> None:
     so = next(cuda_build.glob("*.abi3.so"))
     assert so.name.startswith("_img2gray_cuda_")
     # This toolkit has no cuobjdump; the CUDA torch venv has one (shipped with triton).
-    from conftest import _cuda_python
-    venv = _cuda_python().parent.parent
+    from support.helpers import cuda_python
+    venv = cuda_python().parent.parent
     found = [shutil.which("cuobjdump"),
              *map(str, venv.glob("lib/python*/site-packages/triton/backends/nvidia/bin/cuobjdump"))]
     cuobjdump = next(f for f in found if f)

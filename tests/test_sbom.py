@@ -21,10 +21,10 @@ import pytest
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 
-from helpers import run_cli
 from kernel_wheels import __version__
 from kernel_wheels.wheel.sbom import SbomFacts, sbom_member
 from kernel_wheels.wheel.writer import Member, write_wheel
+from support.helpers import run_cli
 
 SBOM = "sboms/kernel-wheels.cdx.json"
 

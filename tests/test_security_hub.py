@@ -1,7 +1,7 @@
 """A hostile Hub (or mirror) and hostile source trees cannot make kernel-wheels write
 outside its folders, leak the token, hang, or crash (issue #18, docs/security.md).
 
-Every case runs the real command against a real server on 127.0.0.1 (tests/hostile_hub.py)
+Every case runs the real command against a real server on 127.0.0.1 (tests/support/hostile_hub.py)
 or a real folder or git repository, and checks three things a user relies on: one error
 line and a non-zero exit (never a traceback), nothing written outside the HF cache, the
 tool's cache, the output and temporary folders (a file planted outside stays as it was),
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_cli
-from hostile_hub import (
+from support.helpers import one_line_error, run_cli
+from support.hostile_hub import (
     COMMIT,
     REPO,
     TAG,
@@ -68,17 +68,6 @@ def convert(hub: HostileHub, world: Path, *args: str, version: str = "1.0.0",
     return run_cli("to-wheel", REPO, *([version] if version else []), "-o", world / "out",
                    "--timeout", "5", "--retries", "0", *args, env=env_for(hub, world, **env),
                    check=False)
-
-
-def one_line_error(proc: subprocess.CompletedProcess[str], *expected: str) -> str:
-    """The run failed with exactly one error line (no traceback) holding ``expected``."""
-    assert proc.returncode not in (0, None), proc.stderr
-    assert "Traceback" not in proc.stderr, proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("kernel-wheels: error:")]
-    assert len(errors) == 1, proc.stderr
-    for text in expected:
-        assert text in errors[0], errors[0]
-    return errors[0]
 
 
 def files_under(root: Path) -> set[str]:

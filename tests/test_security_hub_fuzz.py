@@ -5,7 +5,7 @@ outside its folders and sends the token nowhere but the Hub.
 Hypothesis generates the answers: honest ones with one field replaced by a hostile value
 (traversal paths, bad commit ids and ref names, wrong types, sizes and digests), garbage
 JSON, HTML, error statuses, pagination and redirects to another host. The answers are
-served by a real server on 127.0.0.1 (tests/hostile_hub.py) to the real converter, run
+served by a real server on 127.0.0.1 (tests/support/hostile_hub.py) to the real converter, run
 in this process through the API (``to_wheels``) so that thousands of answers fit in a
 CI run. At least 5,000 answers are given per run (asserted).
 """
@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hostile_hub import COMMIT, REPO, VARIANT, Answer, HostileHub, Repo, hostile_hub
+from support.hostile_hub import COMMIT, REPO, VARIANT, Answer, HostileHub, Repo, hostile_hub
 
 ANSWERS_PER_RUN = int(os.environ.get("KW_FUZZ_MIN_ANSWERS", "1500"))
 EXAMPLES = int(os.environ.get("KW_FUZZ_EXAMPLES", "400"))

@@ -21,9 +21,9 @@ from urllib.parse import quote
 
 import pytest
 
-from helpers import UV, Olah, make_venv, run_cli, torch_wheel
-from servers_index import anchors, pip_env, run_op, torch_fingerprint, uninstall
-from servers_serve import JSON_TYPE, Serve, add_tag, get, own_olah, serve
+from support.helpers import UV, Olah, make_venv, run_cli, torch_wheel
+from support.servers_index import anchors, pip_env, run_op, torch_fingerprint, uninstall
+from support.servers_serve import JSON_TYPE, Serve, add_tag, get, own_olah, serve
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
 CPU_112 = "img2gray-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"

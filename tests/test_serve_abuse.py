@@ -1,6 +1,6 @@
-"""`kernel-wheels serve` under abuse: a hostile Hub (tests/serve_hub.py, a real server on
+"""`kernel-wheels serve` under abuse: a hostile Hub (tests/support/serve_hub.py, a real server on
 127.0.0.1 answering what a hostile or broken Hub would), hostile clients (raw sockets,
-tests/hostile_clients.py) and a local user who plants links in the cache. The server
+tests/support/hostile_clients.py) and a local user who plants links in the cache. The server
 is the real command, as a subprocess.
 
 Timed properties are asserted against a baseline measured in the same run, with wide
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hostile_clients import (
+from support.hostile_clients import (
     Waiters,
     all_closed,
     basic,
@@ -31,8 +31,8 @@ from hostile_clients import (
     raw_get,
     request_bytes,
 )
-from serve_hub import HostileHub, HubRepo, commit_of, hostile_hub, port_of, wait_until
-from servers_serve import Serve, get, serve
+from support.serve_hub import HostileHub, HubRepo, commit_of, hostile_hub, port_of, wait_until
+from support.servers_serve import Serve, get, serve
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 GOOD = "good/cachedk"
@@ -485,7 +485,7 @@ IDLE_TIMEOUT_ERRORS = {
 
 @pytest.mark.parametrize("case", sorted(IDLE_TIMEOUT_ERRORS))
 def test_bad_idle_timeouts_and_pool_sizes_are_one_line_errors(case: str, tmp_path: Path) -> None:
-    from helpers import run_cli
+    from support.helpers import run_cli
 
     args, env, message = IDLE_TIMEOUT_ERRORS[case]
     proc = run_cli("serve", "--kernels", GOOD, "--cache", tmp_path / "cache", *args, check=False,

@@ -18,8 +18,8 @@ from urllib.parse import quote
 
 import pytest
 
-from helpers import ROOT, SAMPLE, Olah, free_port, olah_server, run_cli
-from servers_serve import get, serve
+from support.helpers import ROOT, SAMPLE, Olah, free_port, olah_server, run_cli
+from support.servers_serve import get, serve
 
 CPU_TAIL = "1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
 

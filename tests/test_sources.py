@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import Olah, free_port, read_member, run_cli
+from support.helpers import Olah, free_port, read_member, run_cli
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
 

@@ -19,10 +19,9 @@ from packaging.metadata import Metadata
 from packaging.utils import parse_wheel_filename
 from wheel.wheelfile import WheelFile
 
-from conftest import MATRIX
-from helpers import UV, make_venv, read_member, run_cli, torch_wheel
 from kernel_wheels import __version__
-from test_variants import CONTRACT
+from support.contract import CONTRACT, MATRIX
+from support.helpers import UV, make_venv, read_member, run_cli, torch_wheel
 
 CPU_WHEEL = "img2gray-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
 CUDA_WHEEL = "img2gray-1.1.2+torch214cu130cxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
@@ -165,7 +164,7 @@ def torch_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 RUN_OP = """
 import sys, torch, img2gray
 sys.path.insert(0, sys.argv[1])
-from helpers import reference_gray
+from support.helpers import reference_gray
 for shape in [(7, 11), (64, 129), (333, 1)]:
     image = torch.randint(0, 256, (*shape, 3), dtype=torch.uint8)
     assert torch.equal(img2gray.img2gray(image), reference_gray(image)), shape

@@ -23,7 +23,6 @@ from variantlib.resolver.lib import sort_and_filter_supported_variants
 from variantlib.variant_dist_info import VariantDistInfo
 from variantlib.variants_json import VariantsJson
 
-from helpers import UV, run_cli
 from kernel_wheels.install.core import choose
 from kernel_wheels.install.environment import Environment
 from kernel_wheels.install.variant_provider import TorchBackendPlugin, supported_values
@@ -37,6 +36,7 @@ from kernel_wheels.wheel.variant_label import (
     variant_info,
     variant_wheel,
 )
+from support.helpers import UV, run_cli
 
 #: One release with builds of every kind; CUDA builds with the GPUs metadata.json names.
 RELEASE = {

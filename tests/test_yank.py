@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_cli
+from support.helpers import run_cli
 
 TARGET = "torch213-cxx11-cpu"
 

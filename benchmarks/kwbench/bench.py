@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import BENCHMARKS, KERNEL_NAME, KERNEL_WHEELS, RELEASE, WORK, Sizes
+from .config import KERNEL_NAME, KERNEL_WHEELS, RELEASE, ROOT, WORK, Sizes
 from .measure import Job, base_env
 from .olah import Hub
 from .workloads import KernelRepo
@@ -82,8 +82,8 @@ class Bench:
         listing = WORK / "lists" / f"{name}.txt"
         listing.parent.mkdir(parents=True, exist_ok=True)
         listing.write_text("".join(f"{p}\n" for p in files))
-        env = {**base_env(), "PYTHONPATH": str(BENCHMARKS)}
-        return Job(name, [sys.executable, "-m", "kwbench.limit_pass", "--compressor", compressor,
+        env = {**base_env(), "PYTHONPATH": str(ROOT)}
+        return Job(name, [sys.executable, "-m", "benchmarks.kwbench.limit_pass", "--compressor", compressor,
                           "--files-from", str(listing)], env)
 
 

@@ -14,7 +14,6 @@ RESULTS = BENCHMARKS / "results"
 
 VENV_BIN = Path(sys.executable).parent  # the project's .venv: run.py is started with its python
 KERNEL_WHEELS = VENV_BIN / "kernel-wheels"
-OLAH_CLI = VENV_BIN / "olah-cli"
 AUDITWHEEL = VENV_BIN / "auditwheel"
 
 

@@ -3,7 +3,7 @@
 Threads share one httpx client (kept-alive connections) and stream each URL to its own
 file in 1 MiB chunks; no HEAD requests, no hashing, no cache bookkeeping.
 
-    python -m kwbench.download --dest DIR --urls-from LIST [--threads 8]
+    python -m benchmarks.kwbench.download --dest DIR --urls-from LIST [--threads 8]
 """
 
 from __future__ import annotations

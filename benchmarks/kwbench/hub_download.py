@@ -1,7 +1,7 @@
 """A reference point for the cold rows: huggingface_hub's own ``snapshot_download`` of
 the whole release (every file at v1.0.0) into the HF cache given by HF_HOME, nothing else.
 
-    HF_ENDPOINT=... HF_HOME=... python -m kwbench.hub_download ORG/NAME REVISION
+    HF_ENDPOINT=... HF_HOME=... python -m benchmarks.kwbench.hub_download ORG/NAME REVISION
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A lower bound for any converter that must read and compress every byte: no hashi
 no zip container, no checks. One task per file (a zip member is one deflate stream),
 largest first, over a pool of one process per core.
 
-    python -m kwbench.limit_pass --compressor zlib-ng:6 --files-from LIST [--jobs N]
+    python -m benchmarks.kwbench.limit_pass --compressor zlib-ng:6 --files-from LIST [--jobs N]
 
 Prints one JSON line: bytes read, bytes written, files.
 """

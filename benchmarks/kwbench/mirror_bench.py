@@ -4,8 +4,8 @@ releases x 40 variants, and the records converting runs would have left.
 Run as its own process (so that the figures include start-up, and peak RSS is the
 process's own)::
 
-    python benchmarks/kwbench/mirror_bench.py prepare DEST --repos 50 --releases 10 [--state]
-    python benchmarks/kwbench/mirror_bench.py run DEST --repos 50 --releases 10 [--extra-release]
+    python -m benchmarks.kwbench.mirror_bench prepare DEST --repos 50 --releases 10 [--state]
+    python -m benchmarks.kwbench.mirror_bench run DEST --repos 50 --releases 10 [--extra-release]
 
 ``prepare`` writes, for every (repository, release, variant), the pending record a
 converting worker writes after uploading the wheel (``--state``: and then finishes, so

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The ELF reader against mutated shared objects, measured.
 
-    PYTHONPATH=src .venv/bin/python benchmarks/security/elf_fuzz.py            # 5,000 mutations
-    PYTHONPATH=src .venv/bin/python benchmarks/security/elf_fuzz.py --quick    # 500
+    .venv/bin/python -m benchmarks.security.elf_fuzz            # 5,000 mutations
+    .venv/bin/python -m benchmarks.security.elf_fuzz --quick    # 500
     KW_PREBUILT=DIR ... elf_fuzz.py   # the sample kernel's build (`kernel-wheels build -o DIR`);
                                       # without it the sample kernel is built first (minutes)
 
@@ -27,10 +27,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
-
-from elf_mutations import (  # noqa: E402  (the tests' mutation engine, shared)
+from tests.support.elf_mutations import (  # the tests' mutation engine, shared
     VARIANT,
     Base,
     Campaign,
@@ -41,6 +38,8 @@ from elf_mutations import (  # noqa: E402  (the tests' mutation engine, shared)
     mutate,
     reason_class,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _extension(scratch: Path) -> Path:

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """A hostile Hub's answers against the converter, measured (issue #18, deliverable 3).
 
-    PYTHONPATH=src .venv/bin/python benchmarks/security/hub_answers.py             # 1,500 scenarios
-    PYTHONPATH=src .venv/bin/python benchmarks/security/hub_answers.py --quick     # 200
-    PYTHONPATH=src .venv/bin/python benchmarks/security/hub_answers.py -n 5000
+    .venv/bin/python -m benchmarks.security.hub_answers             # 1,500 scenarios
+    .venv/bin/python -m benchmarks.security.hub_answers --quick     # 200
+    .venv/bin/python -m benchmarks.security.hub_answers -n 5000
 
 Runs the property test tests/test_security_hub_fuzz.py, which serves hypothesis-generated
 answers to refs, revision, tree and file requests from a Hub of its own on 127.0.0.1 to

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The measured figures of docs/security.md, in one run (issue #18, deliverables 3, 6, 9).
 
-    PYTHONPATH=src .venv/bin/python benchmarks/security/run.py            # full: ~5 minutes
-    PYTHONPATH=src .venv/bin/python benchmarks/security/run.py --quick    # ~2 minutes
+    .venv/bin/python -m benchmarks.security.run            # full: ~5 minutes
+    .venv/bin/python -m benchmarks.security.run --quick    # ~2 minutes
 
 Runs, one after the other, each with bounded loads on 127.0.0.1 only:
 
@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def main() -> int:
@@ -36,13 +36,14 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller runs of every part")
     args = parser.parse_args()
-    parts = [("hub answers", "hub_answers.py", []), ("serve under abuse", "serve_abuse.py", []),
-             ("ELF fuzzing", "elf_fuzz.py", ["-n", "2000"])]
+    parts = [("hub answers", "hub_answers", []), ("serve under abuse", "serve_abuse", []),
+             ("ELF fuzzing", "elf_fuzz", ["-n", "2000"])]
     failed = []
     for title, script, extra in parts:
         print(f"\n=== {title} ({script}) ===", flush=True)
         started = time.monotonic()
-        proc = subprocess.run([sys.executable, str(HERE / script), *(["--quick"] if args.quick else extra)])
+        proc = subprocess.run([sys.executable, "-m", f"benchmarks.security.{script}",
+                               *(["--quick"] if args.quick else extra)], cwd=ROOT)
         print(f"=== {title}: exit {proc.returncode} in {time.monotonic() - started:.0f} s", flush=True)
         if proc.returncode != 0:
             failed.append(title)

@@ -1,10 +1,10 @@
 """`kernel-wheels serve` under abuse, measured: real servers on 127.0.0.1, bounded loads,
 one table.
 
-    .venv/bin/python benchmarks/security/serve_abuse.py            # about two minutes
-    .venv/bin/python benchmarks/security/serve_abuse.py --quick    # a smaller run
+    .venv/bin/python -m benchmarks.security.serve_abuse            # about two minutes
+    .venv/bin/python -m benchmarks.security.serve_abuse --quick    # a smaller run
 
-What runs: a hostile Hub of our own (tests/serve_hub.py) serving two kernels, one of
+What runs: a hostile Hub of our own (tests/support/serve_hub.py) serving two kernels, one of
 which stalls the variant listing of every conversion; `kernel-wheels serve` (the real
 command, a subprocess) in front of it with authentication on (sha512-crypt at passlib's
 default cost, the slow hash a real htpasswd file has) and the other kernel's wheel
@@ -23,24 +23,20 @@ already cached. Then, each load applied alone and ended before the next:
 
 Latencies are from sending a request to the last byte of its answer, on one
 keep-alive connection (as pip's session does). The clients are raw sockets and
-http.client (tests/hostile_clients.py): nothing of kernel-wheels measures itself.
+http.client (tests/support/hostile_clients.py): nothing of kernel-wheels measures itself.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "src")]
-
-from hostile_clients import (  # noqa: E402
+from tests.support.hostile_clients import (
     Sample,
     Waiters,
     all_closed,
@@ -51,8 +47,10 @@ from hostile_clients import (  # noqa: E402
     idle_connections,
     latencies,
 )
-from serve_hub import HubRepo, commit_of, hostile_hub, port_of, wait_until  # noqa: E402
-from servers_serve import Serve, get, serve  # noqa: E402
+from tests.support.serve_hub import HubRepo, commit_of, hostile_hub, port_of, wait_until
+from tests.support.servers_serve import Serve, get, serve
+
+ROOT = Path(__file__).resolve().parents[2]
 
 PASSWORD = "bench-secret-3141"
 GOOD, STALL = "good/cachedk", "evil/stall"

@@ -8,7 +8,7 @@ run said. Reproduce:
         tests/test_confine.py tests/test_serve_abuse.py tests/test_index_hostile.py \
         tests/test_index_recovery.py tests/test_elf_hostile.py tests/test_kernels_ecosystem.py \
         --junitxml=security.xml
-    python benchmarks/security/table.py security.xml docs/security.md
+    python -m benchmarks.security.table security.xml docs/security.md
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from ..bench import OUT, Bench, fresh
-from ..config import BENCHMARKS, RELEASE, WORK
+from ..config import RELEASE, ROOT, WORK
 from ..measure import Job, base_env, run_interleaved
 from ..report import Row, Target
 
@@ -50,14 +50,14 @@ def run(bench: Bench) -> list[Row]:
     dest = OUT / f"cold-download-{count}"
     expected = sum((repo.path / path).stat().st_size for path in repo.files)
     download = Job(f"cold-download-{count}",
-                   [sys.executable, "-m", "kwbench.download", "--dest", str(dest), "--urls-from",
+                   [sys.executable, "-m", "benchmarks.kwbench.download", "--dest", str(dest), "--urls-from",
                     str(listing), "--threads", str(THREADS)],
-                   {**base_env(), "PYTHONPATH": str(BENCHMARKS)},
+                   {**base_env(), "PYTHONPATH": str(ROOT)},
                    prepare=lambda: fresh(dest), verify=lambda: _expect_bytes(dest, expected))
     hub_home = WORK / "cold" / "hf-home-snapshot"
     snapshot = Job(f"cold-snapshot-download-{count}",
-                   [sys.executable, "-m", "kwbench.hub_download", repo.repo_id, f"v{RELEASE}"],
-                   {**bench.ours_env(offline=False, hf_home=hub_home), "PYTHONPATH": str(BENCHMARKS)},
+                   [sys.executable, "-m", "benchmarks.kwbench.hub_download", repo.repo_id, f"v{RELEASE}"],
+                   {**bench.ours_env(offline=False, hf_home=hub_home), "PYTHONPATH": str(ROOT)},
                    prepare=lambda: fresh(hub_home))
     run_interleaved([ours, download, snapshot], bench.sizes.runs, bench.progress)
     return [Row(

@@ -19,22 +19,25 @@ import sys
 from pathlib import Path
 
 from ..bench import Bench
-from ..config import BENCHMARKS, WORK
+from ..config import ROOT, WORK
 from ..measure import Job, base_env, run_interleaved
 from ..report import Row, Target
 
-SCRIPT = BENCHMARKS / "kwbench" / "mirror_bench.py"
 VARIANTS = 40
 RERUN_S, SCRATCH_S, ADD_ONE_S = 5.0, 60.0, 1.0
 
 
 def _cmd(*args: str | Path) -> list[str]:
-    return [sys.executable, str(SCRIPT), *map(str, args)]
+    return [sys.executable, "-m", "benchmarks.kwbench.mirror_bench", *map(str, args)]
+
+
+def _env() -> dict[str, str]:
+    return {**base_env(), "PYTHONPATH": str(ROOT)}
 
 
 def _prepare(folder: Path, repos: int, releases: int, *extra: str) -> None:
     subprocess.run(_cmd("prepare", folder, "--repos", repos, "--releases", releases, *extra),
-                   check=True, env=base_env(), stdout=subprocess.DEVNULL)
+                   check=True, env=_env(), stdout=subprocess.DEVNULL)
 
 
 def _copy(base: Path, target: Path) -> None:
@@ -55,7 +58,7 @@ def run(bench: Bench) -> list[Row]:
     root = WORK / "mirror"
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-    env = base_env()
+    env = _env()
     rows: list[Row] = []
 
     bench.progress(f"  mirror: re-run, {rerun_repos} x {releases} x {VARIANTS} (preparing)")

@@ -98,12 +98,12 @@ def _version_module_at(path: Path) -> dict[str, object]:
 def _uses_cxx11_abi(library_dir: Path) -> bool:
     """torch's C++ ABI, read from libc10.so's exported names (``std::__cxx11::`` appears
     only with the new ABI) rather than from ``torch._C`` (which needs an import)."""
-    from elftools.elf.elffile import ELFFile
+    from ..elf.reader import ElfError, dynamic_symbols_mention
 
-    with (library_dir / "libc10.so").open("rb") as stream:
-        dynsym = ELFFile(stream).get_section_by_name(".dynsym")
-        return dynsym is not None and any("__cxx11" in s.name
-                                          for s in dynsym.iter_symbols())  # type: ignore[attr-defined]
+    try:
+        return dynamic_symbols_mention(library_dir / "libc10.so", b"__cxx11")
+    except ElfError as exc:
+        raise BuildError(f"cannot read torch's C++ ABI from {library_dir / 'libc10.so'}: {exc}") from None
 
 
 def host_arch() -> str:

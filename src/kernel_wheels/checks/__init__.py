@@ -2,7 +2,7 @@
 
 Three steps, one module each: gather the facts (``facts``: read an existing wheel once,
 or take what the writer computed), dispatch each binary to the reader for its format,
-and judge (``contents``, ``digests``, ``sbom``, ``variants``, ``elf``, ``manylinux``, ``abi3``,
+and judge (``contents``, ``digests``, ``sbom``, ``variants``, ``linkage``, ``manylinux``, ``abi3``,
 ``foreign``).
 Nothing here raises for a bad wheel: :func:`check_wheel` returns a :class:`CheckReport`.
 """
@@ -19,14 +19,14 @@ from pathlib import Path
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename
 
+from ..elf.reader import ELF_MAGIC, ElfError, ElfInfo, read_elf, read_elf_bytes
 from ..wheel.writer import Member, WrittenWheel
 from .abi3 import check_abi3, check_abi3_with_abi3audit
 from .contents import check_metadata_and_wheel, parse_filename
 from .digests import check_digests
-from .elf import check_structure
-from .elffile import ELF_MAGIC, ElfError, ElfInfo, read_elf, read_elf_bytes
 from .facts import UNREADABLE, WheelFacts, read_wheel_facts, written_wheel_facts
 from .foreign import MACHO_MAGICS, check_macho, check_pe
+from .linkage import check_structure
 from .manylinux import manylinux_findings
 from .report import CheckReport, Finding, Status
 from .sbom import check_sbom

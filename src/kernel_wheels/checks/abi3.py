@@ -1,7 +1,8 @@
 """Python's limited API: an abi3 wheel's binaries may use only stable-ABI symbols of
 the Python version in its tag (``cp39-abi3`` -> 3.9).
 
-The same rules as PyPI's ``abi3audit``, on the symbols ``elffile`` already read (both
+The same rules as PyPI's ``abi3audit``, on the symbols the ELF reader (``kernel_wheels.elf``)
+already read (both
 symbol tables, as abi3audit does), with the stable-ABI database it uses (``abi3info``):
 a limited-API symbol newer than the tag's Python is a violation, and so is any other
 non-local ``Py*``/``_Py*`` symbol except the ``PyInit_*`` entry points. Local symbols are
@@ -21,8 +22,8 @@ from pathlib import Path
 from abi3info import DATAS, FUNCTIONS
 from abi3info.models import PyVersion, Symbol
 
+from ..elf.reader import ElfInfo
 from ..wheel.variant_label import split_variant_label
-from .elffile import ElfInfo
 from .report import Finding, Status
 
 

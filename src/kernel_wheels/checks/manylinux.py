@@ -3,7 +3,8 @@ against the manylinux tags the file name claims.
 
 auditwheel's policies (its ``manylinux-policy.json``, the data behind ``WheelPolicies``,
 read straight from the installed auditwheel: importing auditwheel's modules costs more
-than checking a small wheel) and its rules, applied to the facts ``elffile`` read once:
+than checking a small wheel) and its rules, applied to the facts the ELF reader
+(``kernel_wheels.elf``) read once:
 the symbol-version policy (every ``GLIBC_x``/``GLIBCXX_x``/``CXXABI_x``/``GCC_x`` version
 needed), the library policy (every NEEDED library must be in the policy's whitelist,
 inside the wheel, or provided by the framework the kernel runs in: torch's and CUDA's
@@ -24,7 +25,7 @@ from functools import cache
 from pathlib import Path
 
 from .. import data
-from .elffile import ElfInfo
+from ..elf.reader import ElfInfo
 from .report import Finding, Status
 
 _LOADERS = ("ld-linux", "ld64.so")

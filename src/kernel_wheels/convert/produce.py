@@ -38,9 +38,9 @@ class ProducedWheel:
 
 def _honest_plan(job: WheelJob) -> WheelPlan:
     """The plan tagged with the lowest manylinux policy the binaries meet."""
-    from ..checks.elffile import ELF_MAGIC, ElfError, read_elf
     from ..checks.facts import is_binary_name
     from ..checks.manylinux import honest_policy
+    from ..elf.reader import ELF_MAGIC, ElfError, read_elf
 
     plan = job.plan()
     if job.variant.os != "linux" or job.variant.cpu_arch is None:

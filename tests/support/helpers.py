@@ -16,7 +16,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample-kernel"
 UV = shutil.which("uv", path=str(Path(sys.executable).parent)) or "uv"
 
@@ -30,6 +32,34 @@ def run_cli(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | No
     if check and proc.returncode != 0:
         raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str], *expected: str, status: int | None = None,
+                   starts: str | None = None) -> str:
+    """The run failed (with exit ``status`` when given) with exactly one error line and no
+    traceback; the line holds each of ``expected`` (and starts with ``starts`` after the
+    ``kernel-wheels: error:`` prefix, when given). Returns that line."""
+    if status is None:
+        assert proc.returncode not in (0, None), proc.stdout + proc.stderr
+    else:
+        assert proc.returncode == status, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("kernel-wheels: error:")]
+    assert len(errors) == 1, proc.stderr
+    if starts is not None:
+        assert errors[0].startswith(f"kernel-wheels: error: {starts}"), proc.stderr
+    for text in expected:
+        assert text in errors[0], proc.stderr
+    return errors[0]
+
+
+def cuda_python() -> Path:
+    """The CUDA torch venv's Python (torch 2.14.1 / CUDA 13.0), or KW_CUDA_PYTHON."""
+    path = Path(os.environ.get("KW_CUDA_PYTHON", ROOT / ".venv-cuda" / "bin" / "python"))
+    if not path.exists():
+        pytest.fail(f"no CUDA torch venv at {path}: run scripts/bootstrap.sh --cuda "
+                    "(or set KW_CUDA_PYTHON)")
+    return path
 
 
 def torch_wheel(cache: Path) -> Path:

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers import Olah, free_port, olah_server, stop, wait_for
+from .helpers import Olah, free_port, olah_server, stop, wait_for
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 

@@ -8,8 +8,8 @@ read here with ``struct`` over a memory map: the file is never copied into memor
 
 The file comes from whoever published the kernel, so it is read as hostile: before
 anything is used, the frame is checked the way glibc's loader checks it and against
-itself (``elflayout``: headers; ``elfmapping``: segments and sections; ``elfdynamic``:
-the dynamic entries; ``elfsymbols``, ``elfversions``: symbols, hashes, versions). A file
+itself (``layout``: headers; ``mapping``: segments and sections; ``dynamic``:
+the dynamic entries; ``symbols``, ``versions``: symbols, hashes, versions). A file
 the loader would refuse, or that would crash it, or whose tables say one thing to the
 checks and another to the loader, raises :class:`ElfError` with a one-line reason;
 nothing else escapes (every loop is bounded by the file's size).
@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import mmap
 import struct
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from .. import data
-from .elfdynamic import DT_FINI, DT_INIT, Dynamic, read_dynamic
-from .elflayout import (
+from .dynamic import DT_FINI, DT_INIT, Dynamic, read_dynamic
+from .layout import (
     ELF_MAGIC,
     SHT_DYNSYM,
     SHT_GNU_HASH,
@@ -34,8 +37,8 @@ from .elflayout import (
     Layout,
     shown,
 )
-from .elfmapping import check_relro, check_sections, check_segments
-from .elfsymbols import (
+from .mapping import check_relro, check_sections, check_segments
+from .symbols import (
     SHN_UNDEF,
     Row,
     SymbolTable,
@@ -45,11 +48,13 @@ from .elfsymbols import (
     read_symbols,
     symbol_name,
 )
-from .elfversions import Versions, read_versions
+from .versions import Versions, read_versions
 
-__all__ = ["ELF_MAGIC", "ElfError", "ElfInfo", "PythonSymbol", "read_elf", "read_elf_bytes"]
+__all__ = ["ELF_MAGIC", "ElfError", "ElfInfo", "PythonSymbol", "dynamic_symbols_mention", "read_elf",
+           "read_elf_bytes"]
 
 _STB_LOCAL, _STB_GNU_UNIQUE = 0, 10
+_T = TypeVar("_T")
 _PYTHON_PREFIXES = (b"Py", b"_Py")
 
 
@@ -82,13 +87,39 @@ class ElfInfo:
 
 def read_elf(path: Path, arcname: str) -> ElfInfo:
     """The facts the checks need from the ELF file at ``path`` (named ``arcname``)."""
+    with _mapped(path) as buffer:
+        return _guarded(_read, buffer, arcname)
+
+
+def dynamic_symbols_mention(path: Path, fragment: bytes) -> bool:
+    """Whether the name of any dynamic symbol of the ELF file at ``path`` holds
+    ``fragment``, the file's frame checked as :func:`read_elf` checks it (the builder
+    reads torch's C++ ABI this way: ``__cxx11`` is in libc10's names only with the new
+    ABI)."""
+    def mentions(layout: Layout, _name: str) -> bool:
+        _checked_frame(layout)
+        section = layout.first(SHT_DYNSYM)
+        if section is None:
+            return False
+        table = read_symbols(layout, section)
+        strings = table.strings
+        return any(strings.find(fragment, row[0], strings.find(b"\0", row[0])) >= 0
+                   for row in table.rows if row[0])
+
+    with _mapped(path) as buffer:
+        return _guarded(mentions, buffer, path.name)
+
+
+@contextmanager
+def _mapped(path: Path) -> Iterator[mmap.mmap | bytes]:
+    """The file's bytes, mapped (never copied into memory)."""
     with path.open("rb") as stream:
         try:
             buffer: mmap.mmap | bytes = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
         except ValueError:  # an empty file cannot be mapped
             buffer = b""
         try:
-            return _guarded_read(buffer, arcname)
+            yield buffer
         finally:
             if isinstance(buffer, mmap.mmap):
                 buffer.close()
@@ -96,20 +127,19 @@ def read_elf(path: Path, arcname: str) -> ElfInfo:
 
 def read_elf_bytes(content: bytes, arcname: str) -> ElfInfo:
     """:func:`read_elf` on a binary held in memory."""
-    return _guarded_read(content, arcname)
+    return _guarded(_read, content, arcname)
 
 
-def _guarded_read(buffer: mmap.mmap | bytes, arcname: str) -> ElfInfo:
+def _guarded(read: Callable[[Layout, str], _T], buffer: mmap.mmap | bytes, arcname: str) -> _T:
     try:
-        return _read(buffer, arcname)
+        return read(Layout(buffer, arcname), arcname)
     except (struct.error, LookupError, ValueError, ArithmeticError) as exc:
         # A check that forgot a bound: still a malformed file, never a traceback.
         reason = " ".join(str(exc).split())
         raise ElfError(f"{shown(arcname)} is a malformed ELF file ({reason})") from None
 
 
-def _read(buffer: mmap.mmap | bytes, arcname: str) -> ElfInfo:
-    layout = Layout(buffer, arcname)
+def _read(layout: Layout, arcname: str) -> ElfInfo:
     dynamic = _checked_frame(layout)
     dynsym, symtab = _symbol_tables(layout, dynamic)
     versions = read_versions(layout, dynamic, dynsym.rows if dynsym else [])

@@ -8,7 +8,7 @@ a shared object (``dlopen`` refuses executables), a program header entry of the 
 and a program header table it cannot read whole. The reader refuses that, and the rest of
 what makes a table unreadable: a section header table or a section past the end of the
 file, entry sizes the format does not have, links to sections that do not exist.
-What the segments and sections must say about each other is ``elfmapping``'s job.
+What the segments and sections must say about each other is ``mapping``'s job.
 """
 
 from __future__ import annotations

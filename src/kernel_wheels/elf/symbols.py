@@ -12,7 +12,7 @@ from array import array
 from dataclasses import dataclass
 from itertools import compress
 
-from .elflayout import SHN_LORESERVE, Layout, Section
+from .layout import SHN_LORESERVE, Layout, Section
 
 SHN_UNDEF, SHN_ABS, SHN_COMMON = 0, 0xFFF1, 0xFFF2
 STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2

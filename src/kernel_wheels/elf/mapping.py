@@ -16,7 +16,7 @@ loader will run.
 
 from __future__ import annotations
 
-from .elflayout import (
+from .layout import (
     PF_R,
     PF_W,
     PF_X,

@@ -8,7 +8,7 @@ import posixpath
 import re
 
 from .. import data
-from .elffile import ElfInfo
+from ..elf.reader import ElfInfo
 from .report import Finding, Status
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from .elflayout import (
+from .layout import (
     PF_W,
     PF_X,
     PT_DYNAMIC,
@@ -36,7 +36,7 @@ from .elflayout import (
     Layout,
     Section,
 )
-from .elfsymbols import words_of
+from .symbols import words_of
 
 DT_NULL, DT_NEEDED, DT_PLTRELSZ, DT_PLTGOT, DT_HASH, DT_STRTAB, DT_SYMTAB = 0, 1, 2, 3, 4, 5, 6
 DT_RELA, DT_RELASZ, DT_RELAENT, DT_STRSZ, DT_SYMENT, DT_INIT, DT_FINI = 7, 8, 9, 10, 11, 12, 13

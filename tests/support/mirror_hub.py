@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers import free_port, olah_server, stop, wait_for
+from .helpers import free_port, olah_server, stop, wait_for
 
 BASE_DATE = 1767225600  # 2026-01-01T00:00:00Z
 #: repository -> [(version, variants)], oldest first.

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .elfdynamic import DT_RELR, Dynamic
-from .elflayout import SHT_GNU_VERDEF, SHT_GNU_VERNEED, SHT_GNU_VERSYM, Layout, Section
-from .elfsymbols import SHN_UNDEF, Row, words_of
+from .dynamic import DT_RELR, Dynamic
+from .layout import SHT_GNU_VERDEF, SHT_GNU_VERNEED, SHT_GNU_VERSYM, Layout, Section
+from .symbols import SHN_UNDEF, Row, words_of
 
 VER_NDX_GLOBAL = 1
 VER_FLG_BASE = 0x1

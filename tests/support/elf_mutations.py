@@ -41,7 +41,7 @@ from typing import IO, Any, Protocol, TypeVar
 
 from elftools.elf.elffile import ELFFile
 
-from kernel_wheels.checks.elffile import ElfError, read_elf_bytes
+from kernel_wheels.elf.reader import ElfError, read_elf_bytes
 
 T = TypeVar("T")
 

@@ -20,7 +20,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote
 
-from helpers import free_port, stop, wait_for
+from .helpers import free_port, stop, wait_for
 
 BIN = Path(sys.executable).parent
 
