@@ -246,7 +246,7 @@ def test_a_site_folder_linked_outside_is_never_written_through(tmp_path: Path, f
 
 ORPHAN = """
 import os, sys
-from kernel_wheels.site.build import _die_with_parent
+from kernel_wheels.processes import die_with_parent
 parent = os.getpid()
 read, write = os.pipe()
 if os.fork() == 0:  # a pool worker, its initializer not run yet
@@ -255,7 +255,7 @@ if os.fork() == 0:  # a pool worker, its initializer not run yet
         out.write(str(os.getpid()))
     os.read(read, 1)  # returns once the run is gone
     try:
-        _die_with_parent(parent)
+        die_with_parent(parent)
     finally:
         # Returning is allowed while the run is still mid-exit (its files are closed
         # before its children are handed over and signalled): only a worker still

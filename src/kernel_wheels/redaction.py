@@ -61,11 +61,12 @@ def _forms(secret: str) -> set[str]:
     return {form for form in forms if form}
 
 
-def redact(text: str, secrets: Iterable[str] = ()) -> str:
+def redact(text: str, secrets: Iterable[str] = (), *, userinfo: str = "") -> str:
     """``text`` with every form of every secret replaced, URLs without their user part
     and Basic/Bearer header values masked. ``secrets`` are the raw values: a password,
-    the ``user:password`` pair a Basic header encodes, a token."""
-    text = _USERINFO.sub(r"\1", text)
+    the ``user:password`` pair a Basic header encodes, a token. ``userinfo`` stands where
+    a URL's user part was (``"***@"`` shows that the URL had one)."""
+    text = _USERINFO.sub(lambda match: match[1] + userinfo, text)
     text = _AUTH_HEADER.sub(rf"\1{MASK}", text)
     text = _AUTH_VALUE.sub(rf"\1\2{MASK}", text)
     forms: set[str] = set()

@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import data
 from ..errors import BuildError
+from ..kernel.metadata import KernelDependency
 
 NAME_PATTERN = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
 VERSION_PATTERN = re.compile(r"^\d+(\.\d+)*$")
@@ -29,23 +30,6 @@ def version_tuple(text: str) -> tuple[int, ...]:
     while len(parts) > 1 and parts[-1] == 0:
         parts.pop()
     return tuple(parts)
-
-
-@dataclass(frozen=True)
-class KernelDependency:
-    """One ``kernel-depends`` entry: another Hub kernel this one needs at run time."""
-
-    repo_id: str
-    version: int | None = None
-    revision: str | None = None
-
-    def as_json(self) -> dict[str, object]:
-        pinned: dict[str, object] = {"repo-id": self.repo_id}
-        if self.version is not None:
-            pinned["version"] = self.version
-        else:
-            pinned["revision"] = self.revision
-        return pinned
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from ..wheel.writer import Member, WrittenWheel
 from .abi3 import check_abi3, check_abi3_with_abi3audit
 from .contents import check_metadata_and_wheel, parse_filename
 from .digests import check_digests
-from .facts import UNREADABLE, WheelFacts, read_wheel_facts, written_wheel_facts
+from .facts import UNREADABLE, WheelContents, read_wheel_contents, written_wheel_contents
 from .foreign import MACHO_MAGICS, check_macho, check_pe
 from .linkage import check_structure
 from .manylinux import manylinux_findings
@@ -64,7 +64,7 @@ def check_wheel(path: Path, *, filename: str | None = None,
                                               f"invalid wheel file name: {exc}"),))
     with _Scratch() as scratch:
         try:
-            facts = read_wheel_facts(path, filename, scratch.folder, archive)
+            facts = read_wheel_contents(path, filename, scratch.folder, archive)
         except UNREADABLE as exc:
             return CheckReport(filename, (Finding("wheel", Status.FAIL,
                                                   f"unreadable wheel: {exc}"),))
@@ -108,10 +108,10 @@ def check_wheels(paths: list[Path], *, jobs: int = 0) -> list[CheckReport]:
 
 def check_written_wheel(written: WrittenWheel, members: list[Member], filename: str) -> CheckReport:
     """Check a wheel this process just wrote, from what the writer computed."""
-    return evaluate(written_wheel_facts(written, members, filename))
+    return evaluate(written_wheel_contents(written, members, filename))
 
 
-def evaluate(facts: WheelFacts) -> CheckReport:
+def evaluate(facts: WheelContents) -> CheckReport:
     """Judge the facts of one wheel against everything its name claims."""
     _, _, tags = parse_filename(facts.filename)
     findings = list(facts.findings)
@@ -124,7 +124,7 @@ def evaluate(facts: WheelFacts) -> CheckReport:
     return CheckReport(facts.filename, tuple(findings), honest)
 
 
-def _check_binaries(facts: WheelFacts, tags: frozenset[Tag]) -> tuple[list[Finding], str | None]:
+def _check_binaries(facts: WheelContents, tags: frozenset[Tag]) -> tuple[list[Finding], str | None]:
     platforms = sorted({t.platform for t in tags})
     linux = [p for p in platforms if p.startswith(_LINUX_PLATFORMS)]
     findings: list[Finding] = []

@@ -11,7 +11,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from ..errors import MetadataError
 from ..wheel.metadata import validate_metadata
 from ..wheel.variant_label import split_variant_label
-from .facts import WheelFacts, is_binary_name
+from .facts import WheelContents, is_binary_name
 from .report import Finding, Status
 
 
@@ -23,7 +23,7 @@ def parse_filename(filename: str) -> tuple[str, str, frozenset[Tag]]:
     return str(name), str(version), tags
 
 
-def check_metadata_and_wheel(facts: WheelFacts) -> list[Finding]:
+def check_metadata_and_wheel(facts: WheelContents) -> list[Finding]:
     try:
         name, version, tags = parse_filename(facts.filename)
     except InvalidWheelFilename as exc:

@@ -10,11 +10,11 @@ import base64
 from typing import Any
 
 from ..kernel.digest import NOT_DIGESTED, is_digested
-from .facts import WheelFacts
+from .facts import WheelContents
 from .report import Finding, Status
 
 
-def check_digests(facts: WheelFacts) -> list[Finding]:
+def check_digests(facts: WheelContents) -> list[Finding]:
     provenance = facts.provenance
     if not provenance or not isinstance(provenance.get("metadata_json"), dict):
         return []
@@ -34,7 +34,7 @@ def check_digests(facts: WheelFacts) -> list[Finding]:
                                  {str(v) for v in added.values()})
 
 
-def _check_variant_folder(facts: WheelFacts, folder: str, expected: dict[str, str],
+def _check_variant_folder(facts: WheelContents, folder: str, expected: dict[str, str],
                           added: set[str]) -> list[Finding]:
     """The variant folder is carried unchanged (wheel layout 2): every digested file is
     there with its digest, nothing else is in the folder but metadata.json and its

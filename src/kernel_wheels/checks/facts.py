@@ -1,8 +1,8 @@
-"""What the checks look at, gathered once: :class:`WheelFacts`.
+"""What the checks look at, gathered once: :class:`WheelContents`.
 
-Two ways to get them: :func:`read_wheel_facts` reads an existing wheel in one pass
+Two ways to get them: :func:`read_wheel_contents` reads an existing wheel in one pass
 (every member inflated once: hashed against RECORD, binaries copied to a scratch
-folder for the ELF reader); :func:`written_wheel_facts` takes what the writer computed
+folder for the ELF reader); :func:`written_wheel_contents` takes what the writer computed
 while writing (``to-wheel``), so a fresh wheel is never read back.
 """
 
@@ -46,7 +46,7 @@ def is_binary_name(name: str) -> bool:
 
 
 @dataclass
-class WheelFacts:
+class WheelContents:
     filename: str
     #: Every file member (directory entries left out), in archive order.
     members: list[str]
@@ -109,15 +109,15 @@ def _record_digest(value: str) -> bytes | None:
         return None
 
 
-def read_wheel_facts(path: Path, filename: str, scratch: Callable[[], Path],
-                     archive: zipfile.ZipFile | None = None) -> WheelFacts:
+def read_wheel_contents(path: Path, filename: str, scratch: Callable[[], Path],
+                     archive: zipfile.ZipFile | None = None) -> WheelContents:
     """Read the wheel at ``path`` once; binaries are copied into the folder ``scratch()``
     gives. ``archive``: the wheel already open (the caller closes it). Raises
     ``zipfile.BadZipFile``/``ValueError`` for an archive that cannot be read at all."""
     with nullcontext(archive) if archive is not None else zipfile.ZipFile(path) as zf:
         infos = [i for i in zf.infolist() if not i.is_dir()]
         names = [i.filename for i in infos]
-        facts = WheelFacts(filename, names, _find_dist_info(names), path=path)
+        facts = WheelContents(filename, names, _find_dist_info(names), path=path)
         record_name = f"{facts.dist_info}/RECORD" if facts.dist_info else None
         record: dict[str, tuple[str, str]] | None = None
         if record_name is None or record_name not in names:
@@ -190,12 +190,12 @@ def read_wheel_facts(path: Path, filename: str, scratch: Callable[[], Path],
     return facts
 
 
-def written_wheel_facts(written: WrittenWheel, members: list[Member], filename: str) -> WheelFacts:
+def written_wheel_contents(written: WrittenWheel, members: list[Member], filename: str) -> WheelContents:
     """The facts of a wheel this process just wrote: hashes from the writer, texts and
     binaries from the members it was written from."""
     names = [m.arcname for m in written.members]
     dist_info = _find_dist_info(names)
-    facts = WheelFacts(filename, [*names, f"{dist_info}/RECORD"], dist_info, path=written.path)
+    facts = WheelContents(filename, [*names, f"{dist_info}/RECORD"], dist_info, path=written.path)
     facts.hashes = {m.arcname: m.sha256 for m in written.members}
     derived = dict(written.derived)
     for member in members:

@@ -12,11 +12,11 @@ import json
 from typing import Any
 
 from ..wheel.sbom import SPEC_VERSION
-from .facts import SBOM_TEXT, WheelFacts
+from .facts import SBOM_TEXT, WheelContents
 from .report import Finding, Status
 
 
-def check_sbom(facts: WheelFacts) -> list[Finding]:
+def check_sbom(facts: WheelContents) -> list[Finding]:
     text = facts.texts.get(SBOM_TEXT)
     if text is None:
         if facts.provenance is not None:  # a kernel-wheels wheel from before SBOMs
@@ -66,7 +66,7 @@ def _file_entry(entry: Any) -> tuple[str | None, str | None]:
     return entry["name"], found[0].lower()
 
 
-def _compare(facts: WheelFacts, listed: dict[str, str]) -> list[Finding]:
+def _compare(facts: WheelContents, listed: dict[str, str]) -> list[Finding]:
     own = {f"{facts.dist_info}/{SBOM_TEXT}", f"{facts.dist_info}/RECORD"}
     packed = {name: digest.hex() for name, digest in facts.hashes.items() if name not in own}
     findings = []

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from ..errors import UsageError
 from ..wheel.variant_label import VARIANT_JSON, read_variant_json, split_variant_label
-from .facts import WheelFacts
+from .facts import WheelContents
 from .report import Finding, Status
 
 
-def check_variant_json(facts: WheelFacts) -> list[Finding]:
+def check_variant_json(facts: WheelContents) -> list[Finding]:
     label = split_variant_label(facts.filename)[1]
     text = facts.texts.get(VARIANT_JSON)
     if label is None and text is None:

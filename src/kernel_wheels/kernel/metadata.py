@@ -39,6 +39,15 @@ class KernelDependency:
             return self.project
         return f"{self.project}>={self.version},<{self.version + 1}"
 
+    def as_json(self) -> dict[str, object]:
+        """The entry as metadata.json's ``kernel-depends`` (and build.toml) write it."""
+        pinned: dict[str, object] = {"repo-id": self.repo_id}
+        if self.version is not None:
+            pinned["version"] = self.version
+        else:
+            pinned["revision"] = self.revision
+        return pinned
+
 
 @dataclass(frozen=True)
 class KernelMetadata:

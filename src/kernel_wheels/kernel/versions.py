@@ -130,17 +130,52 @@ def ref_for_request(request: VersionRequest | None, tags: Mapping[str, str], bra
     return request.text
 
 
-def refuse_ambiguous(tag: str, tags: Mapping[str, str], where: str) -> None:
-    """Refuse ``tag`` when another release tag spells the same version (``v1.1.2`` and
-    ``v1.01.2``) at a different commit: which release is meant cannot be told, and
-    converting either would give one wheel name two contents."""
+def rivals_of(tag: str, tags: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The rule that makes a release ambiguous, for every command that lists releases:
+    the other release tags that spell ``tag``'s version (``v1.1.2`` and ``v1.01.2``) at a
+    different commit, as (tag, commit), by name. Which release such a version means
+    cannot be told, and converting either would give one wheel name two contents."""
     version = tag_version(tag)
-    others = sorted(other for other, commit in tags.items()
-                    if other != tag and commit != tags[tag] and tag_version(other) == version)
-    if version is not None and others:
+    if version is None:
+        return ()
+    return tuple(sorted((other, commit) for other, commit in tags.items()
+                        if other != tag and commit != tags[tag] and tag_version(other) == version))
+
+
+@dataclass(frozen=True)
+class TaggedRelease:
+    """One release version and the tag that names it: of the tags that spell it, the one
+    in the version's own form (``v1.1.2``) first, then by name."""
+
+    version: Version
+    tag: str
+    commit: str
+    #: Other tags that spell the version on other commits (:func:`rivals_of`).
+    rivals: tuple[tuple[str, str], ...]
+
+
+def tagged_releases(tags: Mapping[str, str]) -> list[TaggedRelease]:
+    """The release versions that ``tags`` (tag -> commit) spell, oldest first."""
+    groups: dict[Version, list[str]] = {}
+    for tag in tags:
+        if (version := tag_version(tag)) is not None:
+            groups.setdefault(version, []).append(tag)
+    releases = []
+    for version, spelt in sorted(groups.items()):
+        tag = min(spelt, key=lambda t: (t != f"v{version}", t))
+        releases.append(TaggedRelease(version, tag, tags[tag], rivals_of(tag, tags)))
+    return releases
+
+
+def refuse_ambiguous(tag: str, tags: Mapping[str, str], where: str) -> None:
+    """Refuse ``tag`` when another release tag spells its version at a different commit
+    (:func:`rivals_of`)."""
+    rivals = rivals_of(tag, tags)
+    if rivals:
+        other, commit = rivals[0]
         raise AmbiguousVersionError(
-            f"{where}: tags {tag} ({tags[tag][:12]}) and {others[0]} ({tags[others[0]][:12]}) "
-            f"both spell version {version} at different commits; refusing to guess which "
+            f"{where}: tags {tag} ({tags[tag][:12]}) and {other} ({commit[:12]}) "
+            f"both spell version {tag_version(tag)} at different commits; refusing to guess which "
             "release is meant (remove one tag, or pass --revision COMMIT)")
 
 

@@ -31,6 +31,7 @@ from ..errors import DistributionError, VariantError
 from ..index import simple
 from ..index.targets import parse_kernel_wheel, parse_target_key, select_for_target
 from ..kernel.variants import parse_variant
+from ..processes import die_with_parent
 from ..site.pages import FILES, ROOT_INDEX, SIMPLE, landing_page_html
 from .listing import RepoListing
 from .plan import covered_items
@@ -322,23 +323,9 @@ def _run_jobs(jobs: list[_RepoJob], owners: dict[str, str], workers: int) -> Ite
         return
     known = dict(owners)
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(count, mp_context=context, initializer=_die_with_parent,
+    with ProcessPoolExecutor(count, mp_context=context, initializer=die_with_parent,
                              initargs=(os.getpid(),)) as pool:
         yield from pool.map(_finish_repo, jobs, [known] * len(jobs), chunksize=1)
-
-
-def _die_with_parent(parent: int) -> None:
-    """A worker ends when its run is killed (as the site's workers do): a finish left
-    half-run by its parent is completed by the next run, never by an orphan."""
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:
-        os._exit(1)
 
 
 def _collect_garbage(store: Destination, repo: str) -> None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..confine import commit_id, file_name
 from ..errors import SourceError, UnexpectedAnswerError
 from ..kernel.revision import Revision
-from ..kernel.versions import tag_version
+from ..kernel.versions import tag_version, tagged_releases
 from .state import check_repo_id
 
 if TYPE_CHECKING:
@@ -68,19 +68,16 @@ class Lister(Protocol):
 
 
 def releases_from_tags(repo: str, tags: Mapping[str, str]) -> list[tuple[str, str, str, str | None]]:
-    """(version, tag, commit, refusal) per version, oldest first."""
-    groups: dict[Any, list[tuple[str, str]]] = {}
-    for tag, commit in tags.items():
-        if (version := tag_version(tag)) is not None:
-            groups.setdefault(version, []).append((tag, commit_id(commit, f"{repo}: tag {tag}")))
+    """(version, tag, commit, refusal) per version, oldest first (the release rule of
+    :func:`~kernel_wheels.kernel.versions.tagged_releases`)."""
+    checked = {tag: commit_id(commit, f"{repo}: tag {tag}") for tag, commit in tags.items()
+               if tag_version(tag) is not None}
     found = []
-    for version, tagged in sorted(groups.items()):
-        tagged.sort(key=lambda tc: (tc[0] != f"v{version}", tc[0]))
-        tag, commit = tagged[0]
-        rivals = [t for t, c in tagged[1:] if c != commit]
-        refusal = (f"{repo}: the tags {tag} and {', '.join(rivals)} spell version {version} on "
-                   "different commits") if rivals else None
-        found.append((str(version), tag, commit, refusal))
+    for release in tagged_releases(checked):
+        rivals = [tag for tag, _ in release.rivals]
+        refusal = (f"{repo}: the tags {release.tag} and {', '.join(rivals)} spell version "
+                   f"{release.version} on different commits") if rivals else None
+        found.append((str(release.version), release.tag, release.commit, refusal))
     return found
 
 

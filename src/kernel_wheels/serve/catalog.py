@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from packaging.utils import canonicalize_name
-from packaging.version import Version
 
 from ..confine import commit_id, file_name, shown
 from ..errors import (
@@ -60,7 +59,7 @@ from ..errors import (
 )
 from ..kernel.revision import Revision
 from ..kernel.variants import parse_variant
-from ..kernel.versions import tag_version
+from ..kernel.versions import tag_version, tagged_releases
 from ..wheel.plan import TagOptions, plan_wheel
 from .flight import SingleFlight
 from .logs import EventLog
@@ -429,14 +428,12 @@ class Catalog:
         tags = self.hub.release_tags(kernel.repo_id)
         known_variants = {r.commit: r.variants for r in known.releases} if known else {}
         releases = []
-        for _version, tagged in _by_version(tags):
-            tag, commit = tagged[0]
-            rivals = [(t, c) for t, c in tagged[1:] if c != commit]
-            checked = checked_release("the Hub's refs", tag, commit, (), rivals)
+        for tagged in tagged_releases(tags):
+            checked = checked_release("the Hub's refs", tagged.tag, tagged.commit, (), tagged.rivals)
             variants = known_variants.get(checked.commit)
             if variants is None:
-                variants = self._variants(kernel, tag, checked.commit)
-            releases.append(Release(tag, checked.commit, variants, checked.rivals))
+                variants = self._variants(kernel, tagged.tag, checked.commit)
+            releases.append(Release(tagged.tag, checked.commit, variants, checked.rivals))
         if known is None or [(r.tag, r.commit) for r in known.releases] != \
                 [(r.tag, r.commit) for r in releases]:
             self.events.write("listed", repo=kernel.repo_id,
@@ -486,17 +483,6 @@ class Catalog:
         except (OSError, KernelWheelsError) as exc:
             reason = exc.message if isinstance(exc, KernelWheelsError) else exc.strerror or str(exc)
             self.events.write("listing-not-saved", repo=listing.kernel.repo_id, reason=reason)
-
-
-def _by_version(tags: Mapping[str, str]) -> list[tuple[Version, list[tuple[str, str]]]]:
-    """Release tags grouped by the version they spell, oldest version first; in a
-    group, the tag spelt as the version's own form (``v1.1.2``) first, then by name."""
-    groups: dict[Version, list[tuple[str, str]]] = {}
-    for tag, commit in tags.items():
-        if (version := tag_version(tag)) is not None:
-            groups.setdefault(version, []).append((tag, commit))
-    return [(version, sorted(tagged, key=lambda tc: (tc[0] != f"v{version}", tc[0])))
-            for version, tagged in sorted(groups.items())]
 
 
 def all_wheels(listings: Iterable[KernelListing]) -> list[ServedWheel]:

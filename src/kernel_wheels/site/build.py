@@ -41,6 +41,7 @@ from ..errors import CheckFailedError, IndexConflictError, UsageError
 from ..index.targets import parse_kernel_wheel, parse_target_key, targets_of
 from ..index.wheelfacts import Inspection, WheelFacts, collect_wheels, inspect_wheel
 from ..kernel.digest import file_sha256
+from ..processes import die_with_parent
 from ..progress import SILENT_TASK, Task, as_progress
 from ..wheel.variant_label import split_variant_label
 from .atomic import SiteLock, Staging
@@ -88,22 +89,6 @@ class SiteResult:
         }
 
 
-def _die_with_parent(parent: int) -> None:
-    """Worker processes end when the run is killed: they hold the lock's descriptor
-    (forked with it), and one left behind would keep every later run waiting."""
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    # A run killed between the fork and the line above sends no signal: its worker
-    # finds itself adopted by another process, and goes.
-    if os.getppid() != parent:
-        os._exit(1)
-
-
 @dataclass(frozen=True)
 class _Job:
     """One wheel to inspect; its copy (``copy``) and METADATA go to ``stage``."""
@@ -137,7 +122,7 @@ def inspect_all(jobs: Sequence[_Job], processes: int, task: Task = SILENT_TASK) 
             task.advance()
         return found
     chunk = max(1, min(64, len(jobs) // (workers * 4)))
-    with ProcessPoolExecutor(workers, initializer=_die_with_parent,
+    with ProcessPoolExecutor(workers, initializer=die_with_parent,
                              initargs=(os.getpid(),)) as pool:
         for inspection in pool.map(_inspect_job, jobs, chunksize=chunk):
             found.append(inspection)

@@ -21,8 +21,9 @@ from ..errors import NetworkError, RepoNotFoundError, RevisionNotFoundError, Sou
 from ..kernel.revision import Revision
 from ..kernel.versions import VersionRequest, describe_versions, ref_for_request, releases_around
 from ..network import MIN_RATE, NetworkSettings
+from ..redaction import redact
 from . import FetchedVariant
-from .urls import canonical_git_url, redact
+from .urls import canonical_git_url
 
 #: Rounds of fetching the targets of symbolic links (a link to a link to a file...).
 _MAX_LINK_ROUNDS = 8
@@ -65,11 +66,16 @@ def _copy(source: IO[bytes], out: IO[bytes], size: int, path: str) -> None:
         size -= len(chunk)
 
 
+def _shown(text: str) -> str:
+    """A URL or git's message as shown: a URL's user part masked (``https://***@host/``)."""
+    return redact(text, userinfo="***@")
+
+
 class GitSource:
     def __init__(self, location: str, *, local: bool, network: NetworkSettings | None = None) -> None:
         self.network = network or NetworkSettings.from_environment()
         self.location = location
-        self.display = redact(location)
+        self.display = _shown(location)
         self.name = location.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
         self._git_dir = Path(location) if local else None
         self.fetch_downloads = False  # a URL is cloned while resolving, before fetch
@@ -117,7 +123,7 @@ class GitSource:
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
                                   timeout=self.network.timeout * 20)
         except subprocess.TimeoutExpired:
-            raise NetworkError(f"cannot clone {redact(url)}: no progress within "
+            raise NetworkError(f"cannot clone {_shown(url)}: no progress within "
                                f"{self.network.timeout * 20:g} s") from None
         if proc.returncode != 0:
             lines = proc.stderr.strip().splitlines() or ["(no output)"]
@@ -125,8 +131,8 @@ class GitSource:
                           lines[-1])
             text = proc.stderr.lower()
             if any(hint in text for hint in ("not found", "does not appear", "does not exist")):
-                raise RepoNotFoundError(f"git repository {redact(url)} not found: {redact(detail)}")
-            raise SourceError(f"cannot clone {redact(url)}: {redact(detail)}")
+                raise RepoNotFoundError(f"git repository {_shown(url)} not found: {_shown(detail)}")
+            raise SourceError(f"cannot clone {_shown(url)}: {_shown(detail)}")
         return target
 
     def _refs(self) -> tuple[dict[str, str], list[str]]:

@@ -40,7 +40,3 @@ def _join(scheme: str, host: str, port: int | None, path: str) -> str:
     netloc = host.lower() + (f":{port}" if port and port != default else "")
     return f"{scheme}://{netloc}/{path}" if path else f"{scheme}://{netloc}"
 
-
-def redact(text: str) -> str:
-    """``text`` with the credentials of any URL in it replaced by ``***``."""
-    return re.sub(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/@\s]+@", r"\g<scheme>***@", text)
