@@ -6,7 +6,7 @@ over any batch engine (``--shard K/N``).
 - ``plan``: what one run (or one shard) does, a pure function of the listing and the state;
 - ``store``: where the index lives (:class:`~.store.Destination`: a folder, a bucket);
 - ``uploads``: where the wheels go (the store's ``files/``, or an index server through
-  ``distribution.publish``, the store then keeping only the state);
+  ``remote.publish``, the store then keeping only the state);
 - ``lease``: one finishing run at a time (a lease object, written with a conditional put,
   taken over from a dead holder by one run only);
 - ``state``: what was converted from which commit, with which sha256 (in the destination);

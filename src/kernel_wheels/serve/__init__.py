@@ -12,8 +12,8 @@ bytes from then on.
 - ``conversions``: one conversion per wheel, even with requests arriving at once in
   several worker processes;
 - ``cache``: the wheels on disk by commit, bounded, least recently used evicted first;
-- ``pages``: index entries through the static site's code (``distribution.simple``,
-  ``distribution.targets``);
+- ``pages``: index entries through the static site's code (``index.simple``,
+  ``index.targets``);
 - ``negotiation``, ``auth``, ``logs``: PEP 691 forms, basic authentication, JSON logs;
 - ``app``: the Starlette application; ``server``: uvicorn, workers, shutdown.
 
