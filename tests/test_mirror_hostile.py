@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from support.helpers import one_line_error, run_cli
 from support.mirror_hub import folder_snapshot
@@ -266,3 +268,85 @@ def test_a_lease_nested_100000_deep_is_taken_over(two_kernels: tuple[HostileHub,
     assert "taking over a lease its holder left" in proc.stderr
     assert not (site / ".kernel-wheels/mirror/lease").exists()
     assert pages_hold_their_files(site) == 3
+
+
+# -- every record reader, any JSON: a record of its own, or one line ------------------------
+
+GOOD = {"repo": "x/one", "version": "1.0.0", "tag": "v1.0.0", "commit": commit_of("x/one 1.0.0"),
+        "variant": "torch-universal", "wheel": "one-1.0.0-py3-none-any.whl", "project": "one",
+        "sha256": "a" * 64, "size": 10, "requires_python": ">=3.9", "metadata_sha256": "b" * 64,
+        "yanked": None}
+GOOD_PAGES = {"format": 1, "targets": ["torch213-cxx11-cpu"], "indexes": {"": ["one"], "torch213-cxx11-cpu": ["one"]},
+              "owners": {"one": "x/one"}, "covered": {"x/one": "c" * 64}, "dirty": ["x/one"]}
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+    | st.sampled_from(["", "x/one", "x/two", "../..", "files/two-1.0.0-py3-none-any.whl", "simple/two/index.html",
+                       "torch213-cxx11-cpu", "one", "two", "x/..", "a" * 64, "one-1.0.0-py3-none-any.whl"])
+    | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12)
+
+
+def _mutated(base: dict, data: st.DataObject) -> object:  # type: ignore[type-arg]
+    """``base`` with one field replaced, removed or added, or any JSON value at all."""
+    choice = data.draw(st.sampled_from(["replace", "remove", "add", "anything"]))
+    value = dict(base)
+    if choice == "anything":
+        return data.draw(json_values)
+    if choice == "add":
+        value[data.draw(st.text(max_size=8))] = data.draw(json_values)
+        return value
+    field = data.draw(st.sampled_from(sorted(base)))
+    if choice == "remove":
+        del value[field]
+    else:
+        value[field] = data.draw(json_values)
+    return value
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_record_is_read_as_one_of_its_own_or_refused_in_one_line(tmp_path: Path, data: st.DataObject) -> None:
+    """A state, a pending record, pages.json and an ownership record, each any JSON (or a
+    valid one with one field changed): read, it is either refused with a typed error (one
+    line) or everything it names is of its own repository's project: no other exception,
+    no name a finish could turn into another project's key."""
+    from kernel_wheels.errors import KernelWheelsError
+    from kernel_wheels.mirror.owners import Owners, owner_key
+    from kernel_wheels.mirror.state import PagesRecord, load_pending, load_state
+    from kernel_wheels.mirror.store import FolderDestination
+
+    store = FolderDestination(tmp_path / data.draw(st.uuids()).hex)
+    kind = data.draw(st.sampled_from(["state", "pending", "pages", "owner"]))
+    try:
+        if kind == "state":
+            state = {"format": 1, "repo": "x/one", "records": [GOOD], "garbage": ["files/" + GOOD["wheel"]]}
+            store.put(f"{STATE}/x/one.json", json.dumps(_mutated(state, data)).encode())
+            if data.draw(st.booleans()):  # or one of its records changed
+                state["records"] = [_mutated(GOOD, data)]
+                store.put(f"{STATE}/x/one.json", json.dumps(state).encode())
+            loaded = load_state(store, "x/one")
+            named = [r.wheel for r in loaded.records.values()] + \
+                [g.removeprefix("files/").removesuffix(".metadata") for g in loaded.garbage]
+            assert all(w.startswith("one-1.0.0") and "/" not in w for w in named), named
+            assert all(g.startswith("files/one-") for g in loaded.garbage), loaded.garbage
+            assert all(r.repo == "x/one" and r.project == "one" for r in loaded.records.values())
+        elif kind == "pending":
+            key = f"{PENDING}/x/one/1.0.0/torch-universal@{GOOD['commit']}.json"
+            store.put(key, json.dumps(_mutated(GOOD, data)).encode())
+            for record in load_pending(store, [key]):
+                assert (record.repo, record.version, record.variant, record.commit) == \
+                    ("x/one", "1.0.0", "torch-universal", GOOD["commit"])
+                assert record.project == "one" and record.wheel.startswith("one-1.0.0")
+        elif kind == "pages":
+            store.put(PAGES, json.dumps(_mutated(GOOD_PAGES, data)).encode())
+            pages = PagesRecord.load(store)
+            assert pages.targets <= {"torch213-cxx11-cpu"} and set(pages.indexes) <= {"", "torch213-cxx11-cpu"}
+            assert all("/" not in p and "." not in p for ps in pages.indexes.values() for p in ps)
+            assert all(".." not in r for r in pages.dirty | set(pages.covered) | set(pages.owners.values()))
+        else:
+            store.put(owner_key("one"), json.dumps(_mutated({"project": "one", "repo": "x/one"}, data)).encode())
+            assert Owners(store, PagesRecord()).owner("one") in ("x/one", "X/one")
+    except KernelWheelsError as exc:
+        assert "\n" not in exc.message and len(exc.message) < 600, exc.message

@@ -206,7 +206,7 @@ def finish(store: Destination, listed: Mapping[str, RepoListing], touched: Itera
     # records at a time, however large the mirror.
     changed = set(touched) | pages.dirty  # and what a killed finish left half-written
     targets = set(pages.targets)
-    for key in store.keys(f"{PENDING}/"):
+    for key in pending_keys(store):
         changed.add(repo_of_pending(key))
         if (target := _target_of(variant_of_pending(key))) is not None:
             targets.add(target)

@@ -28,7 +28,6 @@ from .owners import Owners
 from .plan import Action, Item, Shard, VersionSelection, count_items, plan_repo
 from .progress import ItemDone, Listed, Message, Planned, Progress, silent
 from .state import (
-    PENDING,
     Known,
     PagesRecord,
     Record,
@@ -123,7 +122,7 @@ def mirror(listings: Sequence[RepoListing], store: Destination, options: MirrorO
     touched: list[str] = []  # repositories whose records the Hub changes, or with garbage
     pages = PagesRecord.load(store)
     covered = pages.covered
-    with_pending = {repo_of_pending(key) for key in store.keys(f"{PENDING}/")}
+    with_pending = {repo_of_pending(key) for key in pending_keys(store)}
     for listing in listings:  # one repository's records in memory at a time
         progress(Listed(listing.repo, len(listing.releases), listing.variants))
         if covered.get(listing.repo) == listing.digest and listing.repo not in with_pending:
