@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -109,6 +112,32 @@ def test_two_new_repositories_of_one_project_in_one_run_are_both_refused(tmp_pat
         assert sorted(p.name for p in (site / "files").glob("*.whl")) == ["other-1.0.0-py3-none-any.whl"]
         assert not (site / "simple" / "k-a").exists()
 
+
+
+def test_two_runs_at_once_for_two_repositories_of_one_project_take_it_once(tmp_path: Path) -> None:
+    """Two runs started together, one per repository: the ownership record's conditional
+    put lets exactly one of them write; the other is refused, whichever comes first."""
+    with hostile_hub(**{"x/k-a": kernel("x/k-a", "1.0.0", "1.1.0"),
+                        "x/k_a": kernel("x/k_a", "1.0.0", "1.1.0", value=2)}) as hub:
+        env = {**os.environ, **env_for(hub, tmp_path)}
+        site = tmp_path / "site"
+        runs = {repo: subprocess.Popen([sys.executable, "-m", "kernel_wheels", "mirror", repo, "--to", str(site),
+                                        "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       text=True) for repo in ("x/k-a", "x/k_a")}
+        results = {repo: (run.communicate(timeout=600), run.returncode) for repo, run in runs.items()}
+        codes = sorted(code for _, code in results.values())
+        assert codes == [0, 1], results
+        winner = next(repo for repo, (_, code) in results.items() if code == 0)
+        loser = next(repo for repo in results if repo != winner)
+        (out, err), _ = results[loser]
+        assert "Traceback" not in err, err
+        rows = {(i["status"], i["repo"]) for i in json.loads(out)["items"]}
+        assert rows == {("refused", loser)}, rows
+        owner = json.loads((site / ".kernel-wheels/mirror/owners/k-a.json").read_bytes())
+        assert owner == {"project": "k-a", "repo": winner}
+        assert sorted(p.name for p in (site / STATE / "x").iterdir()) == [f"{winner.split('/')[1]}.json"]
+        assert not (site / PENDING).exists() or not list((site / PENDING).rglob("*.json"))
+        assert pages_hold_their_files(site) == 2
 
 def test_a_leftover_pending_record_of_another_repository_blocks_nothing(tmp_path: Path) -> None:
     """A pending record that an older run left for a repository that does not own its
