@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from support.helpers import one_line_error, run_cli
-from support.mirror_hub import folder_snapshot
+from support.mirror_hub import folder_snapshot, s3_server
 from support.serve_hub import HostileHub, HubRepo, commit_of, hostile_hub, universal_files
 
 STATE = ".kernel-wheels/mirror/state"
@@ -97,6 +97,23 @@ def test_a_second_repository_of_one_project_is_refused_before_anything_is_writte
         assert rows == [("added", owner, "1.2.0"), ("refused", rival, "1.0.0")], rows
         assert pages_hold_their_files(site) == 3
 
+
+
+def test_a_bucket_keeps_its_bytes_when_a_second_repository_of_one_project_is_refused(tmp_path: Path) -> None:
+    """The same on S3 (moto's server on 127.0.0.1): the ownership record is created with
+    ``If-None-Match: *``, and the refused run writes no object."""
+    (tmp_path / "s3").mkdir()
+    with s3_server(tmp_path / "s3") as s3, \
+            hostile_hub(**{"x/ka": kernel("x/ka", "1.0.0"), "y/ka": kernel("y/ka", "1.0.0", value=2)}) as hub:
+        env = {**env_for(hub, tmp_path), **s3.env()}
+        bucket = s3.bucket("one-project")
+        mirror("x/ka", "--to", f"s3://{bucket}/m", env=env)
+        before = s3.snapshot(bucket, "m")
+        refused = mirror("y/ka", "--to", f"s3://{bucket}/m", "--json", env=env, check=False)
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
+        assert changed(before, s3.snapshot(bucket, "m")) == []  # byte for byte
+        assert [i["status"] for i in json.loads(refused.stdout)["items"]] == ["refused"]
+        assert json.loads(before[".kernel-wheels/mirror/owners/ka.json"]) == {"project": "ka", "repo": "x/ka"}
 
 def test_two_new_repositories_of_one_project_in_one_run_are_both_refused(tmp_path: Path) -> None:
     """Neither owns the project yet: which one a run (or each of N shards) would pick must

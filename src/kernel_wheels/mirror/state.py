@@ -29,6 +29,7 @@ import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from packaging.utils import canonicalize_name
@@ -55,7 +56,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 #: A canonical project name (PEP 503), as pages and ownership records name projects.
 _PROJECT = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 #: ``Requires-Python`` and yank reasons: one printable line of reasonable length.
-_TEXT = re.compile(r"[^\x00-\x1f\x7f]{0,1000}")
+_TEXT = re.compile(r"[^\x00-\x1f\x7f-\x9f]{0,1000}")
 
 
 def check_repo_id(repo: object, where: str) -> str:
@@ -64,6 +65,7 @@ def check_repo_id(repo: object, where: str) -> str:
     return repo
 
 
+@lru_cache(maxsize=4096)  # asked for each record read: a mirror has few repositories
 def project_of(repo: str) -> str:
     """The project a repository's wheels are (canonical): the name part of its id, as
     ``HubSource.distribution`` names them. ``x/k-a`` and ``x/k_a`` give one project, and
