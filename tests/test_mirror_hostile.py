@@ -187,16 +187,18 @@ def test_a_leftover_pending_record_of_another_repository_blocks_nothing(tmp_path
 
 def test_org_takes_only_repositories_of_that_organisation(tmp_path: Path) -> None:
     repos = {"x/one": kernel("x/one", "1.0.0"), "evil/ka": kernel("evil/ka", "1.0.0"),
-             "X/two": kernel("X/two", "1.0.0")}
+             "X/two": kernel("X/two", "1.0.0"),
+             # one project, but only one of them has releases: no rival, nothing refused
+             "x/k-a": kernel("x/k-a", "1.0.0"), "x/k_a": HubRepo({}, {"README.md": b"# notes\n"})}
     with hostile_hub(**repos) as hub:
-        listing = [{"id": r, "modelId": r, "author": "x"} for r in ("x/one", "evil/ka", "X/two")]
+        listing = [{"id": r, "modelId": r, "author": "x"} for r in ("x/one", "evil/ka", "X/two", "x/k-a", "x/k_a")]
         hub.rule(r"^GET /api/kernels\?", "raw", content_type="application/json",
                  body=json.dumps(listing).encode())
         hub.rule(r"^GET /api/models\?", "raw", content_type="application/json", body=b"[]")
         site = tmp_path / "site"
         proc = mirror("--org", "x", "--to", site, "--json", env=env_for(hub, tmp_path))
         rows = [(i["status"], i["repo"]) for i in json.loads(proc.stdout)["items"]]
-        assert rows == [("added", "X/two"), ("added", "x/one")], rows  # Hub ids: any case
+        assert rows == [("added", "X/two"), ("added", "x/k-a"), ("added", "x/one")], rows  # Hub ids: any case
         assert "warning: --org x: the Hub's listing names evil/ka, a repository of another " \
                "organisation: skipped" in proc.stderr, proc.stderr
         assert not hub.count(r"evil")  # never even read

@@ -142,9 +142,12 @@ def mirror(listings: Sequence[RepoListing], store: Destination, options: MirrorO
             else:
                 rows.append(_row(action))
     # Before anything is written: which repository gives each project (a second one's
-    # wheels would overwrite the first one's objects under the pages' old sha256).
+    # wheels would overwrite the first one's objects under the pages' old sha256). Rivals
+    # are the listed repositories with items, whatever the shard (every shard agrees).
+    rivals = [listing.repo for listing in listings
+              if count_items(listing, options.versions, options.filters, Shard())]
     refused = {r.repo: r.reason for r in Owners(store, pages).decide(
-        {a.item.repo for a in work}, [listing.repo for listing in listings], write=not options.dry_run)}
+        {a.item.repo for a in work}, rivals, write=not options.dry_run)}
     rows += [Row("refused", a.item.repo, a.item.version, a.item.variant, refused[a.item.repo])
              for a in work if a.item.repo in refused]
     work = [a for a in work if a.item.repo not in refused]
