@@ -53,8 +53,8 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,254}")
 
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-#: A canonical project name (PEP 503), as pages and ownership records name projects.
-_PROJECT = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+#: A project name as :func:`project_of` gives it (canonical, PEP 503): no dot, no slash.
+_PROJECT = re.compile(r"\w[\w-]*")
 #: ``Requires-Python`` and yank reasons: one printable line of reasonable length.
 _TEXT = re.compile(r"[^\x00-\x1f\x7f-\x9f]{0,1000}")
 
@@ -354,6 +354,6 @@ def _mapping(value: Any, name: str) -> dict[str, Any]:
 
 
 def _project(name: str) -> str:
-    if not _PROJECT.fullmatch(name):
+    if not _PROJECT.fullmatch(name) or canonicalize_name(name) != name:
         raise ValueError(f"{shown(repr(name), 60)} is not a project name")
     return name
