@@ -398,3 +398,18 @@ def test_any_record_is_read_as_one_of_its_own_or_refused_in_one_line(tmp_path: P
             assert Owners(store, PagesRecord()).owner("one") in ("x/one", "X/one")
     except KernelWheelsError as exc:
         assert "\n" not in exc.message and len(exc.message) < 600, exc.message
+
+
+def test_a_state_key_that_names_no_repository_is_one_line(tmp_path: Path) -> None:
+    """A file under state/ whose name is no repository id: the finish would read and
+    write a state under that name (every state is read when the targets change)."""
+    from kernel_wheels.errors import DistributionError
+    from kernel_wheels.mirror.state import state_repos
+    from kernel_wheels.mirror.store import FolderDestination
+
+    store = FolderDestination(tmp_path / "site")
+    store.put(f"{STATE}/x/one.json", b"{}")
+    assert state_repos(store) == ["x/one"]
+    store.put(f"{STATE}/x/one/deeper.json", b"{}")
+    with pytest.raises(DistributionError, match=r"state/x/one/deeper\.json is not a state record's key"):
+        state_repos(store)

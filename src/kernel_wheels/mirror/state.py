@@ -273,8 +273,15 @@ def load_pending(store: Destination, keys: Sequence[str]) -> list[Record]:
 
 
 def state_repos(store: Destination) -> list[str]:
+    """The repositories with a state record; a ``.json`` key under ``state/`` that names
+    no repository (put there by hand) is one line, not a key the finish reads or writes."""
     prefix = f"{STATE}/"
-    return sorted(k[len(prefix):-len(".json")] for k in store.keys(prefix) if k.endswith(".json"))
+    repos = sorted(k[len(prefix):-len(".json")] for k in store.keys(prefix) if k.endswith(".json"))
+    for repo in repos:
+        if not _REPO_ID.fullmatch(repo) or ".." in repo:
+            raise DistributionError(f"{store.description}/{state_key(repo)} is not a state record's key "
+                                    "(state/<org>/<name>.json); remove it")
+    return repos
 
 
 @dataclass
