@@ -102,12 +102,13 @@ def run(args: argparse.Namespace) -> int:
         store = with_faults(open_destination(args.to))
     lister = HubLister(network(args), args.repo_type)
     repos = list(args.repos)
+    progress = from_args(args)
     for org in args.org:
-        repos += organisation_repos(org, lister.network)
+        repos += organisation_repos(org, lister.network, warn=progress)
     listings = [lister.list(repo) for repo in dedupe(repos)]
     if args.lock:
         listings += locked_listings(args.lock, lister, options.filters)
-    renderer = _Renderer(from_args(args))
+    renderer = _Renderer(progress)
     try:
         result = mirror(listings, store, options, lister=lister, progress=renderer, uploads=uploads)
     finally:

@@ -10,6 +10,7 @@ over any batch engine (``--shard K/N``).
 - ``lease``: one finishing run at a time (a lease object, written with a conditional put,
   taken over from a dead holder by one run only);
 - ``state``: what was converted from which commit, with which sha256 (in the destination);
+- ``owners``: which repository gives each project, decided before anything is written;
 - ``pipeline``: convert the planned items and upload wheel objects, then their records;
 - ``finish``: fold the records into the state and write the pages, after every object;
 - ``progress``: the events a run reports (the CLI renders them).

@@ -27,13 +27,14 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from urllib.parse import quote
 
-from ..errors import DistributionError, VariantError
+from ..errors import VariantError
 from ..index import simple
 from ..index.targets import parse_kernel_wheel, parse_target_key, select_for_target
 from ..kernel.variants import parse_variant
 from ..processes import die_with_parent
 from ..site.pages import FILES, ROOT_INDEX, SIMPLE, landing_page_html
 from .listing import RepoListing
+from .owners import Owners
 from .plan import covered_items
 from .state import (
     PAGES,
@@ -45,6 +46,7 @@ from .state import (
     load_pending,
     load_state,
     pending_keys,
+    project_of,
     repo_of_pending,
     state_key,
     state_repos,
@@ -64,6 +66,8 @@ class FinishResult:
     pruned: list[tuple[str, str]] = field(default_factory=list)
     pages_written: int = 0
     repos_rendered: int = 0
+    #: Warnings: pending records dropped (their repository does not own its project).
+    dropped: list[str] = field(default_factory=list)
 
 
 def object_keys(wheel: str) -> tuple[str, str]:
@@ -202,7 +206,7 @@ def finish(store: Destination, listed: Mapping[str, RepoListing], touched: Itera
     # records at a time, however large the mirror.
     changed = set(touched) | pages.dirty  # and what a killed finish left half-written
     targets = set(pages.targets)
-    for key in store.keys(f"{PENDING}/"):
+    for key in pending_keys(store):
         changed.add(repo_of_pending(key))
         if (target := _target_of(variant_of_pending(key))) is not None:
             targets.add(target)
@@ -210,6 +214,20 @@ def finish(store: Destination, listed: Mapping[str, RepoListing], touched: Itera
         repos = sorted(set(state_repos(store)) | changed)  # every page, for the new targets
     else:
         repos = sorted(changed)
+    # Only a project's owner writes its pages and state (the plan refused the others
+    # before they wrote anything). What another repository left pending (a run of an
+    # older version, a record put there by hand) is dropped, never folded: its wheel
+    # names are the owner's, and its objects are not its own to delete.
+    owners = Owners(store, pages)
+    first: dict[str, str] = {}  # a project nobody owns (no claim, no state): the first
+    foreign = [r for r in repos if (owners.owner(project_of(r)) or first.setdefault(project_of(r), r)) != r]
+    for repo in foreign:
+        if keys := pending_keys(store, repo):
+            store.delete_many(keys)
+            result.dropped.append(f"{repo}: {len(keys)} pending record(s) dropped: "
+                                  f"{owners.owner(project_of(repo)) or first[project_of(repo)]} gives the "
+                                  f"project {project_of(repo)}")
+    repos = [r for r in repos if r not in foreign]
     # Before any pending record is folded (and deleted): the targets they bring and the
     # repositories whose pages are about to change, for a run that finishes this one.
     store.put(PAGES, PagesRecord(targets, pages.indexes, pages.owners,
@@ -217,22 +235,20 @@ def finish(store: Destination, listed: Mapping[str, RepoListing], touched: Itera
                                  set(repos)).to_bytes())
 
     indexes: dict[str, set[str]] = {i: set(p) for i, p in pages.indexes.items()}
-    owners = dict(pages.owners)
+    owned = dict(pages.owners)
     covered = dict(pages.covered)
     with_garbage: list[str] = []
     jobs = [_RepoJob(store, repo, listed.get(repo), tuple(sorted(targets)), prune, write_pages)
             for repo in repos]
-    for done in _run_jobs(jobs, owners, workers):
+    for done in _run_jobs(jobs, workers):
         repo = done.repo
-        for project in sorted(done.projects):
-            if owners.setdefault(project, repo) != repo:  # two new repositories in one finish
-                raise DistributionError(f"{repo} and {owners[project]} both give the project {project}; "
-                                        "mirror them into different destinations")
-        for project in [p for p, owner in owners.items() if owner == repo]:
+        for project in [p for p, owner in owned.items() if owner == repo]:
             for members in indexes.values():
                 members.discard(project)
             if project not in done.projects:
-                del owners[project]
+                del owned[project]
+        for project in done.projects:
+            owned[project] = repo
         for index, members in done.listed.items():
             indexes.setdefault(index, set()).update(members)
         covered.pop(repo, None)
@@ -258,7 +274,7 @@ def finish(store: Destination, listed: Mapping[str, RepoListing], touched: Itera
                            for name in ("index.json", "index.html")])
     for repo in with_garbage:
         _collect_garbage(store, repo)
-    new_pages = PagesRecord(targets, {i: p for i, p in indexes.items() if p}, owners, covered).to_bytes()
+    new_pages = PagesRecord(targets, {i: p for i, p in indexes.items() if p}, owned, covered).to_bytes()
     if store.get(PAGES) != new_pages:
         store.put(PAGES, new_pages)
     result.pages_written += writer.written
@@ -287,18 +303,14 @@ class _RepoDone:
     written: int
 
 
-def _finish_repo(job: _RepoJob, owners: Mapping[str, str]) -> _RepoDone:
-    """One repository: fold, yank or prune, its pages, its state, then its pending
-    records go. ``owners``: project -> repository, as known before (a project another
-    repository gives is refused before any page of it is written)."""
+def _finish_repo(job: _RepoJob) -> _RepoDone:
+    """One repository (the owner of its project): fold, yank or prune, its pages, its
+    state, then its pending records go. Every record was checked to be of this
+    repository's project (:meth:`Record.from_dict`)."""
     store, repo, listing = job.store, job.repo, job.listing
     result = FinishResult()
     state, pending = _merged(store, repo, listing.versions if listing else None, job.prune, result)
     projects = frozenset(r.project for r in state.records.values())
-    for project in sorted(projects):
-        if owners.get(project, repo) != repo:
-            raise DistributionError(f"{repo} and {owners[project]} both give the project {project}; "
-                                    "mirror them into different destinations")
     writer = _Writer(store)
     listed_now = render_repo(state, job.targets, writer) if job.pages else {}
     if store.get(state_key(repo)) != state.to_bytes():
@@ -311,21 +323,19 @@ def _finish_repo(job: _RepoJob, owners: Mapping[str, str]) -> _RepoDone:
                      bool(state.garbage), result.yanked, result.pruned, writer.written)
 
 
-def _run_jobs(jobs: list[_RepoJob], owners: dict[str, str], workers: int) -> Iterator[_RepoDone]:
+def _run_jobs(jobs: list[_RepoJob], workers: int) -> Iterator[_RepoDone]:
     """Each repository's finish, in order; in worker processes when there are several
     repositories and workers (rendering pages is CPU work: threads would share one core).
-    Workers check ownership against what was known before this finish; two new
-    repositories giving one project are found by the caller, from the results."""
+    Each job is an owner's: no two give one project."""
     count = min(workers or os.cpu_count() or 1, len(jobs))
     if count <= 1 or len(jobs) < PARALLEL_FROM:
         for job in jobs:
-            yield _finish_repo(job, owners)
+            yield _finish_repo(job)
         return
-    known = dict(owners)
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(count, mp_context=context, initializer=die_with_parent,
                              initargs=(os.getpid(),)) as pool:
-        yield from pool.map(_finish_repo, jobs, [known] * len(jobs), chunksize=1)
+        yield from pool.map(_finish_repo, jobs, chunksize=1)
 
 
 def _collect_garbage(store: Destination, repo: str) -> None:

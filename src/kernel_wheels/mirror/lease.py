@@ -58,12 +58,19 @@ def _alive_here(holder: dict[str, object]) -> bool | None:
     return alive(pid)
 
 
+def _holder(raw: bytes) -> dict[str, object]:
+    """A lease's (or marker's) fields; empty for anything no run wrote (not JSON, not an
+    object, nested too deeply for the parser)."""
+    try:
+        holder = json.loads(raw)
+    except (ValueError, RecursionError):
+        return {}
+    return holder if isinstance(holder, dict) else {}
+
+
 def _holder_token(raw: bytes) -> str:
     """The token a lease (or marker) names, as a key part; a digest of anything else."""
-    try:
-        token = json.loads(raw).get("token")
-    except (ValueError, AttributeError):
-        token = None
+    token = _holder(raw).get("token")
     if isinstance(token, str) and _TOKEN.fullmatch(token):
         return token
     return "x" + hashlib.sha256(raw).hexdigest()[:32]
@@ -82,9 +89,9 @@ class Lease:
                            "expires": self.clock() + self.ttl}).encode()
 
     def _stale(self, raw: bytes) -> bool:
+        holder = _holder(raw)
         try:
-            holder = json.loads(raw)
-            expires = float(holder["expires"])
+            expires = float(holder["expires"])  # type: ignore[arg-type]
         except (ValueError, KeyError, TypeError):
             return True  # not a lease any run wrote (a torn folder write cannot happen)
         alive = _alive_here(holder)
@@ -134,5 +141,5 @@ class Lease:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         raw = self.store.get(LEASE_KEY)
-        if raw is not None and json.loads(raw).get("token") == self.token:
+        if raw is not None and _holder(raw).get("token") == self.token:
             self.store.delete(LEASE_KEY)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
@@ -119,13 +119,16 @@ class HubLister:
 _NOT_OFFERED = frozenset({400, 404, 405, 501})
 
 
-def organisation_repos(org: str, network: NetworkSettings | None = None) -> list[str]:
+def organisation_repos(org: str, network: NetworkSettings | None = None,
+                       warn: Callable[[str], None] = lambda _: None) -> list[str]:
     """The kernel repositories of an organisation: the Hub's listing of its ``kernel``-type
     repositories (``GET /api/kernels?author=ORG``) and of its ``model``-type ones
     (``GET /api/models?author=ORG``: kernels published before the kernel type). A Hub
     mirror may offer only one of them (404 and the like); both missing is an error, and so
     is any other failure of either: a listing cut short would drop repositories silently.
-    Pages are followed on the Hub's own origin only (:func:`~kernel_wheels.sources.hub.hub_pages`)."""
+    Only repositories of ``org`` are taken (Hub ids compare case-insensitively): one of
+    another author that a listing names is skipped, with a ``warn`` line. Pages are
+    followed on the Hub's own origin only (:func:`~kernel_wheels.sources.hub.hub_pages`)."""
     import httpx2
     from huggingface_hub import constants
     from huggingface_hub.errors import HfHubHTTPError
@@ -157,9 +160,15 @@ def organisation_repos(org: str, network: NetworkSettings | None = None) -> list
             raise SourceError(f"{where} failed: {reason}") from None
     if len(not_offered) == 2:
         raise SourceError(f"--org {org}: the Hub did not list its repositories ({'; '.join(not_offered)})")
-    if not found:
+    repos = [check_repo_id(r, f"the Hub's repositories of {org}") for r in sorted(found)]
+    for repo in repos:
+        if repo.split("/")[0].casefold() != org.casefold():
+            warn(f"warning: --org {org}: the Hub's listing names {repo}, a repository of another "
+                 "organisation: skipped")
+    repos = [r for r in repos if r.split("/")[0].casefold() == org.casefold()]
+    if not repos:
         raise SourceError(f"--org {org}: the Hub lists no repositories of this organisation")
-    return [check_repo_id(r, f"the Hub's repositories of {org}") for r in sorted(found)]
+    return repos
 
 
 def _listed_ids(page: Any, where: str) -> list[str]:

@@ -24,10 +24,10 @@ from ..kernel.versions import RequestKind, VersionRequest
 from .finish import FinishResult, decided_by_hub, finish, needs_finish
 from .lease import DEFAULT_TTL, Lease
 from .listing import HubLister, RepoListing
+from .owners import Owners
 from .plan import Action, Item, Shard, VersionSelection, count_items, plan_repo
 from .progress import ItemDone, Listed, Message, Planned, Progress, silent
 from .state import (
-    PENDING,
     Known,
     PagesRecord,
     Record,
@@ -120,8 +120,9 @@ def mirror(listings: Sequence[RepoListing], store: Destination, options: MirrorO
     rows: list[Row] = []
     skipped = 0
     touched: list[str] = []  # repositories whose records the Hub changes, or with garbage
-    covered = PagesRecord.load(store).covered
-    with_pending = {repo_of_pending(key) for key in store.keys(f"{PENDING}/")}
+    pages = PagesRecord.load(store)
+    covered = pages.covered
+    with_pending = {repo_of_pending(key) for key in pending_keys(store)}
     for listing in listings:  # one repository's records in memory at a time
         progress(Listed(listing.repo, len(listing.releases), listing.variants))
         if covered.get(listing.repo) == listing.digest and listing.repo not in with_pending:
@@ -140,6 +141,16 @@ def mirror(listings: Sequence[RepoListing], store: Destination, options: MirrorO
                 skipped += 1  # counted, not listed: a large mirror skips almost everything
             else:
                 rows.append(_row(action))
+    # Before anything is written: which repository gives each project (a second one's
+    # wheels would overwrite the first one's objects under the pages' old sha256). Rivals
+    # are the listed repositories with items, whatever the shard (every shard agrees).
+    rivals = [listing.repo for listing in listings
+              if count_items(listing, options.versions, options.filters, Shard())]
+    refused = {r.repo: r.reason for r in Owners(store, pages).decide(
+        {a.item.repo for a in work}, rivals, write=not options.dry_run)}
+    rows += [Row("refused", a.item.repo, a.item.version, a.item.variant, refused[a.item.repo])
+             for a in work if a.item.repo in refused]
+    work = [a for a in work if a.item.repo not in refused]
     progress(Planned(len(work), skipped, str(options.shard)))
     if options.dry_run:
         rows += [Row("planned", a.item.repo, a.item.version, a.item.variant,
@@ -156,6 +167,8 @@ def mirror(listings: Sequence[RepoListing], store: Destination, options: MirrorO
                    on_wait=lambda text: progress(Message(text))):
             done = finish(store, listed, touched, prune=options.prune, workers=options.jobs,
                           write_pages=uploads.writes_pages)
+        for text in done.dropped:
+            progress(Message(f"warning: {text}"))
     if isinstance(store, (FolderDestination, KillingDestination)):
         store.clean_temp()
     # The state records the yank either way (a release that comes back is un-yanked);
