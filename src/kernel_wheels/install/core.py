@@ -5,8 +5,10 @@ it decides, for every file, whether it fits and why not, and picks what the Hub'
 would pick (the newest release with a fitting build; in it, the loader's preferred
 build; among equal builds, the best wheel tag). :func:`install` probes the target
 interpreter, reads the index, chooses, downloads that exact file into a private
-temporary folder (its sha256 checked against the index's), and runs pip or uv on it
-with the installed torch pinned by a constraint.
+temporary folder (its sha256 checked against the index's), verifies it as ``check``
+does and against what the environment's other distributions own (:mod:`.verify`),
+runs pip or uv on it with the installed torch pinned by a constraint, and measures that
+torch's files are as they were (:mod:`.torch_record`).
 
 The index's credentials never reach the installer's command line (where any user of
 the machine can read them in ``/proc/<pid>/cmdline``): the installer gets the index,
