@@ -133,6 +133,15 @@ def test_the_converted_wheel_passes_the_members_rule(kernel_wheel: Path) -> None
         proc.stdout.splitlines()
 
 
+def test_check_refuses_a_package_python_imports_at_every_start(tmp_path: Path) -> None:
+    """A package named sitecustomize runs at every interpreter start like the module."""
+    wheel = _plain_wheel(tmp_path, "sitecustomize", {"sitecustomize/__init__.py": SITECUSTOMIZE})
+    proc = run_cli("check", wheel, check=False)
+    assert proc.returncode == 1, proc.stdout
+    assert "  fail: [members] the package sitecustomize/ is imported by Python at every start" \
+        in proc.stdout.splitlines(), proc.stdout
+
+
 # --- an index serving them, and a venv with torch ------------------------------------------------
 
 

@@ -51,6 +51,9 @@ def check_members(facts: WheelContents) -> list[Finding]:
                         f"{facts.dist_info}/{PROVENANCE_FILE} names no importable package "
                         "(its module and variant_folder disagree or are not identifiers)")]
     findings = []
+    if module in _STARTUP:
+        findings.append(Finding("members", Status.FAIL, f"the package {module}/ is imported by "
+                                                        "Python at every start"))
     for name in facts.members:
         top, _, rest = name.partition("/")
         if top == facts.dist_info or (top == module and rest):

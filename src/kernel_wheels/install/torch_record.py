@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EnvironmentProbeError
-from .environment import run_probe
+from .environment import run_probe_in_scratch
 
 PROBE = r"""
 import hashlib, importlib.metadata as metadata, json, os
@@ -53,7 +53,7 @@ class TorchRecord:
 
 def torch_record(python: str, timeout: float = 120) -> TorchRecord | None:
     """The snapshot of torch in ``python`` (None when torch is not installed)."""
-    answer = run_probe(Path(python), PROBE, "read torch's installed files in", timeout)
+    answer = run_probe_in_scratch(Path(python), PROBE, "read torch's installed files in", timeout)
     if answer is None:
         return None
     try:

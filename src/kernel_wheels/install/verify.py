@@ -20,7 +20,7 @@ from packaging.utils import canonicalize_name
 
 from ..checks import check_wheel
 from ..errors import DistributionError, EnvironmentProbeError
-from .environment import run_probe
+from .environment import run_probe_in_scratch
 
 #: Runs in the target Python: every distribution with the top-level names its RECORD
 #: lists inside site-packages (``torch`` for ``torch/__init__.py``, ``six.py``).
@@ -58,7 +58,7 @@ def verify_wheel(wheel: Path, filename: str, origin: str) -> None:
 
 
 def installed_owners(python: str, timeout: float = 120) -> list[Owner]:
-    rows = run_probe(Path(python), OWNERS_PROBE, "list what is installed in", timeout)
+    rows = run_probe_in_scratch(Path(python), OWNERS_PROBE, "list what is installed in", timeout)
     try:
         return [Owner(str(name), str(version), frozenset(map(str, tops)))
                 for name, version, tops in rows]
