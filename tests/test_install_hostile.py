@@ -142,6 +142,16 @@ def test_check_refuses_a_package_python_imports_at_every_start(tmp_path: Path) -
         in proc.stdout.splitlines(), proc.stdout
 
 
+def test_check_shows_a_hostile_member_name_escaped(kernel_wheel: Path, tmp_path: Path) -> None:
+    """A member name is the attacker's text: its control characters (here one that
+    clears the terminal) are shown escaped, in check's report and install's error."""
+    wheel = repack(kernel_wheel, tmp_path / WHEEL, {"evil\x1b[2J.py": b"X = 1\n"})
+    proc = run_cli("check", wheel, check=False)
+    assert proc.returncode == 1 and "\x1b" not in proc.stdout, proc.stdout
+    assert any(line.startswith("  fail: [members] evil\\x1b[2J.py is a top-level module")
+               for line in proc.stdout.splitlines()), proc.stdout
+
+
 # --- an index serving them, and a venv with torch ------------------------------------------------
 
 

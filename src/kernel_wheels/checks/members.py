@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from packaging.utils import canonicalize_name
 
+from ..confine import shown
 from ..wheel.metadata import PROVENANCE_FILE
 from .contents import parse_filename
 from .facts import ENTRY_POINTS, WheelContents
@@ -58,7 +59,8 @@ def check_members(facts: WheelContents) -> list[Finding]:
         top, _, rest = name.partition("/")
         if top == facts.dist_info or (top == module and rest):
             continue
-        findings.append(Finding("members", Status.FAIL, _outside(name, module)))
+        # The name is the wheel author's text: shown escaped (no terminal control).
+        findings.append(Finding("members", Status.FAIL, _outside(shown(name, 200), module)))
     findings += _scripts(facts)
     if not findings:
         findings.append(Finding("members", Status.PASS,
