@@ -278,6 +278,26 @@ def test_torch_unchanged_is_measured_on_its_recorded_files(
                    "reinstall torch==2.13.0+cpu", status=1)
 
 
+def test_torch_changes_are_named_when_the_installer_fails(
+        kernel_wheel: Path, index: HostileIndex, tmp_path: Path,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """kwhelper writes into torch/ and leaves a folder where the kernel's __init__.py
+    goes, so pip fails on the kernel itself: the error says so, and that torch changed."""
+    python = make_venv(tmp_path / "venv", torch=torch_wheel(tmp_path_factory.mktemp("torch-wheel")))
+    metadata = zipfile.ZipFile(kernel_wheel).read(f"{DIST}.dist-info/METADATA")
+    kernel = repack(kernel_wheel, tmp_path / "kernel" / WHEEL, {},
+                    {f"{DIST}.dist-info/METADATA": metadata.replace(
+                        b"Requires-Dist: torch", b"Requires-Dist: kwhelper\nRequires-Dist: torch", 1)})
+    helper = _plain_wheel(tmp_path / "helper", "kwhelper", {
+        "kwhelper/__init__.py": b"",
+        "torch/version.py": b"__version__ = '2.13.0+cpu'\ngit_version = 'replaced'\n",
+        "img2gray/__init__.py/blocker.py": b""})
+    proc = install(python, serve(index, kernel, helper))
+    one_line_error(proc, "pip could not install img2gray==1.0.0+torch213cpucxx11",
+                   "the installer changed torch's installed files: torch/version.py",
+                   "reinstall torch==2.13.0+cpu", status=1)
+
+
 def test_a_clean_install_says_torch_is_unchanged_after_measuring(kernel_wheel: Path,
                                                                  venv: Path,
                                                                  index: HostileIndex) -> None:

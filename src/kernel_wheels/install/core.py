@@ -460,6 +460,7 @@ def install(requirement_text: str, settings: IndexSettings, *, python: Path | No
     say.detail(f"index from {settings.index_origin}")
     places = _open_places(settings, timeout)
     secrets = tuple(s for place in places for s in place.secrets)
+    torch_before: TorchRecord | None = None
     try:
         with tempfile.TemporaryDirectory(prefix="kernel-wheels-install-") as scratch:
             choice, where = _read_choice(places, requirement, environment, say, settings.pre)
@@ -493,9 +494,16 @@ def install(requirement_text: str, settings: IndexSettings, *, python: Path | No
             local_only = IndexSettings((), (), settings.pre)
             _run_installer(command, _child_environment(installer, local_only), installer,
                            secrets, say)
+    except DistributionError as failed:
+        # An installer that failed may have run a dependency that wrote into torch/.
+        if torch_before is not None and (
+                changed := torch_changes(torch_before, torch_record(environment.python))):
+            raise DistributionError(f"{failed.message}; and {changed}") from None
+        raise
     finally:
         for place in places:
             place.close()
+    assert torch_before is not None  # set before any installer ran
     changed = torch_changes(torch_before, torch_record(environment.python))
     if changed is not None:
         raise DistributionError(changed)
