@@ -2,8 +2,8 @@
 
 Three steps, one module each: gather the facts (``facts``: read an existing wheel once,
 or take what the writer computed), dispatch each binary to the reader for its format,
-and judge (``contents``, ``digests``, ``sbom``, ``variants``, ``linkage``, ``manylinux``, ``abi3``,
-``foreign``).
+and judge (``contents``, ``members``, ``digests``, ``sbom``, ``variants``, ``linkage``,
+``manylinux``, ``abi3``, ``foreign``).
 Nothing here raises for a bad wheel: :func:`check_wheel` returns a :class:`CheckReport`.
 """
 
@@ -28,6 +28,7 @@ from .facts import UNREADABLE, WheelContents, read_wheel_contents, written_wheel
 from .foreign import MACHO_MAGICS, check_macho, check_pe
 from .linkage import check_structure
 from .manylinux import manylinux_findings
+from .members import check_members
 from .report import CheckReport, Finding, Status
 from .sbom import check_sbom
 from .variants import check_variant_json
@@ -116,6 +117,7 @@ def evaluate(facts: WheelContents) -> CheckReport:
     _, _, tags = parse_filename(facts.filename)
     findings = list(facts.findings)
     findings += check_metadata_and_wheel(facts)
+    findings += check_members(facts)
     findings += check_digests(facts)
     findings += check_sbom(facts)
     findings += check_variant_json(facts)

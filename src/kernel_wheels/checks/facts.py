@@ -30,7 +30,9 @@ from .report import Finding, Status
 BINARY_SUFFIXES = (".so", ".dylib", ".dll", ".pyd")
 #: The dist-info texts the checks read, by their path inside the dist-info folder.
 SBOM_TEXT = f"{SBOM_FOLDER}/{SBOM_NAME}"
-_TEXTS = ("METADATA", "WHEEL", PROVENANCE_FILE, SBOM_TEXT, VARIANT_JSON)
+#: Declares the commands an installer writes into ``bin/`` (checks/members.py refuses them).
+ENTRY_POINTS = "entry_points.txt"
+_TEXTS = ("METADATA", "WHEEL", PROVENANCE_FILE, SBOM_TEXT, VARIANT_JSON, ENTRY_POINTS)
 _CHUNK = 1 << 20
 _MAX_TEXT = 16 << 20  # a METADATA or provenance record larger than this is not read
 _BINARY_IN_MEMORY = 16 << 20  # binaries up to this size are checked from memory

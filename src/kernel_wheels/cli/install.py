@@ -122,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  rejected {decision.file.filename}: {decision.rejected}")
     if result.installed:
         args.progress(f"installed {choice.chosen.file.filename}; torch {environment.torch_version} "
-                      "unchanged")
+                      f"unchanged (its {result.torch_files} recorded files compared before and "
+                      "after)")
     else:
         args.progress("dry run: would run " + " ".join((*result.index_env, *result.command)))
     return 0

@@ -5,8 +5,10 @@ it decides, for every file, whether it fits and why not, and picks what the Hub'
 would pick (the newest release with a fitting build; in it, the loader's preferred
 build; among equal builds, the best wheel tag). :func:`install` probes the target
 interpreter, reads the index, chooses, downloads that exact file into a private
-temporary folder (its sha256 checked against the index's), and runs pip or uv on it
-with the installed torch pinned by a constraint.
+temporary folder (its sha256 checked against the index's), verifies it as ``check``
+does and against what the environment's other distributions own (:mod:`.verify`),
+runs pip or uv on it with the installed torch pinned by a constraint, and measures that
+torch's files are as they were (:mod:`.torch_record`).
 
 The index's credentials never reach the installer's command line (where any user of
 the machine can read them in ``/proc/<pid>/cmdline``): the installer gets the index,
@@ -49,6 +51,8 @@ from ..remote.index_settings import IndexSettings
 from ..remote.simple_client import IndexFile, SimpleClient
 from ..remote.transport import DEFAULT_TIMEOUT
 from .environment import Environment, read_environment
+from .torch_record import TorchRecord, torch_changes, torch_record
+from .verify import installed_owners, refuse_foreign_names, verify_wheel
 
 Place = SimpleClient | LocalLinks | PageLinks
 INSTALLERS = ("pip", "uv")
@@ -239,6 +243,8 @@ class InstallResult:
     installed: bool
     #: ``NAME=value`` of the variables that give the installer the indexes, redacted.
     index_env: tuple[str, ...] = ()
+    #: How many files of torch's RECORD were compared before and after the install.
+    torch_files: int = 0
 
 
 def _uv() -> str:
@@ -328,12 +334,6 @@ _REPLACED = ("UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX", "UV_EXTRA_INDEX_URL
 def _child_environment(installer: str, settings: IndexSettings) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if key not in _REPLACED}
     return {**env, **index_environment(installer, settings), "PIP_NO_INPUT": "1"}
-
-
-def _installed_torch(python: str) -> str | None:
-    proc = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('torch'))"],
-                          capture_output=True, text=True)
-    return proc.stdout.strip() if proc.returncode == 0 else None
 
 
 def download_path(client: Place, file: IndexFile, folder: Path) -> Path:
@@ -460,6 +460,7 @@ def install(requirement_text: str, settings: IndexSettings, *, python: Path | No
     say.detail(f"index from {settings.index_origin}")
     places = _open_places(settings, timeout)
     secrets = tuple(s for place in places for s in place.secrets)
+    torch_before: TorchRecord | None = None
     try:
         with tempfile.TemporaryDirectory(prefix="kernel-wheels-install-") as scratch:
             choice, where = _read_choice(places, requirement, environment, say, settings.pre)
@@ -480,6 +481,7 @@ def install(requirement_text: str, settings: IndexSettings, *, python: Path | No
                 return InstallResult(choice, tuple(command), False, shown_env)
             say(f"downloading {chosen.filename} from {place.show(chosen.url)}")
             download(place, chosen, wheel, say)
+            torch_before = _verified(wheel, chosen.filename, place, choice.project, environment)
             dependencies = [d for d in wheel_dependencies(wheel)
                             if canonicalize_name(Requirement(d).name) != "torch"]
             if dependencies:
@@ -492,11 +494,30 @@ def install(requirement_text: str, settings: IndexSettings, *, python: Path | No
             local_only = IndexSettings((), (), settings.pre)
             _run_installer(command, _child_environment(installer, local_only), installer,
                            secrets, say)
+    except DistributionError as failed:
+        # An installer that failed may have run a dependency that wrote into torch/.
+        if torch_before is not None and (
+                changed := torch_changes(torch_before, torch_record(environment.python))):
+            raise DistributionError(f"{failed.message}; and {changed}") from None
+        raise
     finally:
         for place in places:
             place.close()
-    after = _installed_torch(environment.python)
-    if after != environment.torch_version:
-        raise DistributionError(f"the installer changed torch from {environment.torch_version} "
-                                f"to {after}: reinstall torch=={environment.torch_version}")
-    return InstallResult(choice, tuple(command), True, shown_env)
+    assert torch_before is not None  # set before any installer ran
+    changed = torch_changes(torch_before, torch_record(environment.python))
+    if changed is not None:
+        raise DistributionError(changed)
+    return InstallResult(choice, tuple(command), True, shown_env, len(torch_before.files))
+
+
+def _verified(wheel: Path, filename: str, place: Place, project: str,
+              environment: Environment) -> TorchRecord:
+    """Before any installer runs: the file passes ``check``, writes into no name another
+    installed distribution owns; then torch's files as they are (to measure after)."""
+    verify_wheel(wheel, filename, place.display)
+    refuse_foreign_names(wheel, filename, project, installed_owners(environment.python),
+                         environment.python)
+    before = torch_record(environment.python)
+    if before is None:
+        raise EnvironmentProbeError(_no_torch(environment))
+    return before

@@ -256,3 +256,10 @@ def running_target_key() -> str | None:
                       cxx11_abi=bool(torch._C._GLIBCXX_USE_CXX11_ABI), cuda=torch.version.cuda,
                       hip=torch.version.hip, xpu=getattr(torch.version, "xpu", None),
                       mps=bool(mps is not None and mps.is_available()))
+
+
+def run_probe_in_scratch(python: Path, code: str, doing: str, timeout: float) -> Any:
+    """:func:`run_probe` from an empty private folder: ``python -c`` puts its working
+    folder first on ``sys.path``, where a planted ``json.py`` would run instead."""
+    with tempfile.TemporaryDirectory(prefix="kernel-wheels-probe-") as scratch:
+        return run_probe(python, code, doing, timeout, cwd=Path(scratch))

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import EnvironmentProbeError
+from ..confine import inside, shown
+from ..errors import DistributionError, EnvironmentProbeError, UnsafeNameError
 from .environment import default_python, run_probe
 
 #: What the target Python runs: every distribution whose dist-info holds a provenance
@@ -38,7 +39,8 @@ for dist in metadata.distributions():
     except ValueError:
         continue
     found.append({"name": dist.metadata["Name"], "version": dist.version, "record": record,
-                  "root": str(dist.locate_file(""))})
+                  "root": str(dist.locate_file("")),
+                  "files": [str(path) for path in dist.files or []]})
 print(json.dumps(found))
 """
 _HUB_REPO = re.compile(r"https://huggingface\.co/(?:kernels/)?([A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)")
@@ -66,15 +68,50 @@ def _kernel(row: Any) -> InstalledKernel | None:
         return None
     record = row["record"]
     folder = record.get("variant_folder")
-    if record.get("wheel_layout") != 2 or not isinstance(folder, str) or ".." in folder.split("/"):
+    if record.get("wheel_layout") != 2 or not isinstance(folder, str):
         return None  # kernel-wheels 0.1 moved the kernel's files: nothing for kernels to load
-    path = Path(str(row.get("root"))) / folder
+    match = _HUB_REPO.fullmatch(str(record.get("source") or ""))
+    path = _own_folder(row, folder, match[1] if match else None)
     if not (path / "metadata.json").is_file():
         return None  # without metadata.json, kernels cannot load a folder
-    match = _HUB_REPO.fullmatch(str(record.get("source") or ""))
     variant = record.get("variant", {}).get("name") if isinstance(record.get("variant"), dict) else None
     return InstalledKernel(str(row.get("name")), str(row.get("version")), match[1] if match else None,
                            record.get("commit"), str(variant or folder.rsplit("/", 1)[-1]), path)
+
+
+def _own_folder(row: dict[str, Any], folder: str, repo_id: str | None) -> Path:
+    """The variant folder a distribution's record names, if the distribution installed
+    it: its ``metadata.json`` is in the distribution's RECORD and the path stays in
+    site-packages (no absolute path, no ``..``, no link out). Anything else would let
+    any installed distribution send ``kernels`` to load any folder of the machine."""
+    name = f"{shown(str(row.get('name')), 80)} {shown(str(row.get('version')), 40)}"
+    root = Path(str(row.get("root")))
+    files = row.get("files")
+    refusal = DistributionError(
+        f"{name} maps {repo_id or 'its kernel'} to {shown(folder)}, which is not among the "
+        f"files {shown(str(row.get('name')), 80)} installed: refusing to map it (uninstall "
+        "that distribution)")
+    if not isinstance(files, list) or f"{folder}/metadata.json" not in files:
+        raise refusal
+    try:
+        return inside(root, folder + "/metadata.json", "a kernel's variant folder").parent
+    except UnsafeNameError:
+        raise refusal from None
+
+
+def _refuse_two_claims(kernels: list[InstalledKernel]) -> None:
+    """One repository, one folder: ``kernels`` keeps the last of two (Hub ids ignore case)."""
+    claims: dict[str, InstalledKernel] = {}
+    for kernel in kernels:
+        if kernel.repo_id is None:
+            continue
+        first = claims.setdefault(kernel.repo_id.lower(), kernel)
+        if first is not kernel:
+            raise DistributionError(
+                f"{first.repo_id} is claimed by two installed distributions: "
+                f"{first.distribution} {first.version} ({first.path}) and {kernel.distribution} "
+                f"{kernel.version} ({kernel.path}); the kernels library would load only one: "
+                "uninstall the other")
 
 
 def installed_kernels(python: Path | None = None, timeout: float = 120) -> list[InstalledKernel]:
@@ -85,7 +122,9 @@ def installed_kernels(python: Path | None = None, timeout: float = 120) -> list[
     if not isinstance(rows, list):
         raise EnvironmentProbeError(f"unexpected answer from the Python at {python}")
     kernels = [kernel for row in rows if (kernel := _kernel(row)) is not None]
-    return sorted(kernels, key=lambda kernel: kernel.distribution)
+    kernels.sort(key=lambda kernel: kernel.distribution)
+    _refuse_two_claims(kernels)
+    return kernels
 
 
 def local_kernels_value(kernels: list[InstalledKernel]) -> str:

@@ -79,12 +79,21 @@ def _read_lock_file(path: Path) -> KernelsLock:
         raise LockError(f"{path} is not JSON: {shown(str(exc), 100)}") from None
     if not isinstance(raw, list) or not raw:
         raise LockError(f"{path} is not a kernels.lock: expected a non-empty list of locked kernels")
-    kernels: dict[str, LockedKernel] = {}
+    kernels: dict[str, LockedKernel] = {}  # by the id in lower case: Hub ids ignore case
     for index, entry in enumerate(raw):
         for kernel in _entry(entry, f"{path}, entry {index + 1}"):
-            if kernels.setdefault(kernel.repo_id, kernel) != kernel:
-                raise LockError(f"{path} locks {kernel.repo_id} twice, differently")
+            first = kernels.setdefault(kernel.repo_id.lower(), kernel)
+            if first == _spelled(kernel, first.repo_id):
+                continue
+            if first.repo_id != kernel.repo_id:
+                raise LockError(f"{path} locks {first.repo_id} and {kernel.repo_id}, one Hub "
+                                "repository (ids ignore case), at different commits or hashes")
+            raise LockError(f"{path} locks {kernel.repo_id} twice, differently")
     return KernelsLock(path, tuple(kernels[name] for name in sorted(kernels)))
+
+
+def _spelled(kernel: LockedKernel, repo_id: str) -> LockedKernel:
+    return LockedKernel(repo_id, kernel.commit, kernel.variants)
 
 
 def _entry(entry: Any, where: str) -> list[LockedKernel]:
