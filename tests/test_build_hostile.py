@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from support.helpers import one_line_error
+from kernel_wheels.building.environment import tool_environment
+from kernel_wheels.building.flags import refused_flag
+from support.helpers import cuda_python, one_line_error
 
 KERNELS = Path(__file__).parent / "kernels"
 
@@ -211,6 +213,32 @@ def test_nvcc_options_that_run_programs_or_write_elsewhere_are_refused_before_an
     nothing_built(tmp_path / "out")
 
 
+@pytest.mark.parametrize("where", ["cuda-flags", "src"])
+def test_nothing_nvcc_gets_from_the_tree_reaches_its_shell(tmp_path: Path, where: str) -> None:
+    """nvcc runs its steps through /bin/sh, with options in double quotes (where $(...)
+    runs) or, after -Xcompiler, in none: a flag or a file name holding shell syntax ran
+    commands. Built in the CUDA venv, so that nvcc really is what would run."""
+    marker = tmp_path / "ran"
+    tree = copy_kernel("kw-stable", tmp_path)
+    edit_toml(tree, 'backends = ["cpu"]', 'backends = ["cpu", "cuda"]')
+    # (a file name holds no slash: the marker is written in $HOME, which is tmp_path)
+    source = "scale_cuda/kw.cu" if where == "cuda-flags" else "scale_cuda/kw$(cd;touch ran).cu"
+    (tree / "scale_cuda").mkdir()
+    (tree / source).write_text("__global__ void kw_noop() {}\n")
+    flags = toml_strings([f"-DKW=$(touch {marker})"] if where == "cuda-flags" else ["-O3"])
+    (tree / "build.toml").write_text((tree / "build.toml").read_text() + (
+        '\n[kernel.scale_cuda]\nbackend = "cuda"\ndepends = ["torch"]\n'
+        f"src = ['{source}']\ncuda-flags = [{flags}]\n"))
+    command = [str(cuda_python()), "-m", "kernel_wheels", "build", str(tree), "-o", str(tmp_path / "out"),
+               "--backend", "cuda", "--arch", "9.0"]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "KERNEL_WHEELS_CACHE": str(tmp_path / "cache"),
+                               "HOME": str(tmp_path)})
+    assert not marker.exists()
+    one_line_error(proc, f"[kernel.scale_cuda] {where}", "'$'", status=1)
+    nothing_built(tmp_path / "out")
+
+
 def test_ordinary_compiler_options_still_build(tmp_path: Path) -> None:
     """What real kernels pass (optimisation, warnings, defines, -Wa,--noexecstack) is kept."""
     tree = copy_kernel("kw-stable", tmp_path)
@@ -219,6 +247,73 @@ def test_ordinary_compiler_options_still_build(tmp_path: Path) -> None:
               '"-Wa,--noexecstack", "-DKW_PATH=\\"a/b\\"", "-std=c++17", "-fopenmp-simd"]')
     proc = build(tree, tmp_path / "out", tmp_path / "cache")
     assert proc.returncode == 0, proc.stderr
+
+
+# The policy itself, spelling by spelling (the table in data/build_flags.json): what the
+# builds above show for a few options, here for every spelling a driver accepts.
+
+REFUSED_FOR_GCC = [
+    ["-wrapper", "x"], ["-B/tmp"], ["-B", "/tmp"], ["-specs=x"], ["--specs=x"], ["-fplugin=x.so"],
+    ["-fplugin-arg-x-y=z"], ["--plugin=x.so"], ["@opts"], ["-o"], ["-o/tmp/x"], ["--output=/x"],
+    ["--out=/x"], ["--prefix=/x"], ["--pre=/x"], ["-MD"], ["-MF/x"], ["-MMD"], ["-dumpdir", "/x"],
+    ["-dumpbase", "x"], ["-save-temps=cwd"], ["--save-temps"], ["-fdump-tree-all=/x"],
+    ["--dump-tree-all"], ["-fopt-info-vec=/x"], ["-aux-info", "/x"], ["-Wp,-MD,/x"],
+    ["-Wp,-fplugin=x.so"], ["-Wa,-adhln=/x"], ["-Wa,-o,/x"], ["-Xassembler", "-o/x"],
+    ["-Wl,-plugin=x"], ["-Xlinker", "-plugin=x"], ["--for-linker=x"], ["-Xclang", "-load"],
+    ["-mllvm", "-load=x.so"], ["-fpass-plugin=x.so"], ["--config=x.cfg"], ["-fmodule-mapper=|sh"],
+    ["-ftime-trace=/x"], ["-fuse-ld=lld"], ["--ld-path=/x"], ["-iplugindir=/x"],
+    ["-fdiagnostics-add-output=sarif:file=/x"], ["-ccc-gcc-name", "x"], ["--gcc-toolchain=/x"],
+]
+ACCEPTED_FOR_GCC = [
+    "-O3", "-O2", "-Wall", "-Wextra", "-Werror=return-type", "-ffast-math", "-fopenmp",
+    "-march=native", "-mavx2", "-DFOO=1", "-UFOO", "-std=c++17", "--std=c++17",
+    "-fno-strict-aliasing", "-ffp-contract=off", "-Wa,--noexecstack", "-fvisibility=hidden", "-g",
+    "-fopt-info-vec", "-ftime-trace", "--param=max-inline-insns-single=1000", "-include", "x.h",
+    "-fdiagnostics-color=always", "-pipe", "-Wno-unused-parameter", "-mllvm", "-inline-threshold=500",
+]
+REFUSED_FOR_NVCC = [
+    ["-ccbin=/x"], ["-ccbin", "/x"], ["--compiler-bindir=/x"], ["--compiler_bindir=/x"],
+    ["-Xcompiler=-wrapper,x"], ["-Xcompiler", "-O2,-fplugin=x"], ["--compiler-options", "-B/x"],
+    ["-Xptxas=-o,/x"], ["-optf=x"], ["--options-file=x"], ["-odir=/x"], ["-o=/x"], ["--keep"],
+    ["--keep-dir=/x"], ["-save-temps"], ["-run"], ["--run-args=x"], ["-time=/x"],
+    ["--fdevice-time-trace=/x"], ["-MD"], ["-MF=/x"], ["--generate-dependencies-with-compile"],
+    ["-Xlinker=-plugin"], ["-Xnvlink=x"], ["-forward-unknown-to-host-compiler"], ["@x"],
+    ["-arbin=/x"], ["-DX=$(id)"], ["-DX=`id`"], ["-Xcompiler", "-O2 -wrapper /bin/sh"],
+    ["-Xcompiler=-O2;sh"], ['-DNAME="x"'],
+]
+ACCEPTED_FOR_NVCC = [
+    "-O3", "--use_fast_math", "-lineinfo", "--expt-relaxed-constexpr", "-DFOO", "-Xcompiler=-fopenmp,-O3",
+    "-Xcompiler", "-Wall", "-Xptxas=-v", "-Xcudafe", "--diag_suppress=177", "--diag-suppress=20012",
+    "-gencode", "arch=compute_80,code=sm_80", "--threads=4", "-std=c++17", "--ptxas-options=-v",
+    "-static-global-template-stub=false",
+]
+
+
+@pytest.mark.parametrize("flags", REFUSED_FOR_GCC, ids=lambda f: " ".join(f))
+def test_every_spelling_gcc_and_clang_take_is_refused(flags: list[str]) -> None:
+    assert refused_flag(flags, "compiler") is not None
+    assert refused_flag(["-O2", *flags, "-Wall"], "compiler") is not None
+
+
+@pytest.mark.parametrize("flags", REFUSED_FOR_NVCC, ids=lambda f: " ".join(f))
+def test_every_spelling_nvcc_takes_is_refused(flags: list[str]) -> None:
+    assert refused_flag(flags, "nvcc") is not None
+
+
+def test_options_real_kernels_pass_are_kept() -> None:
+    assert refused_flag(ACCEPTED_FOR_GCC, "compiler") is None
+    assert refused_flag(ACCEPTED_FOR_NVCC, "nvcc") is None
+
+
+def test_the_environment_of_the_build_s_programs_is_an_allow_list() -> None:
+    user = {**CANARIES, "PATH": "/usr/bin", "LC_ALL": "C.UTF-8", "CUDA_HOME": "/usr/local/cuda",
+            "PIP_INDEX_URL": "https://pypi.example/simple", "HTTPS_PROXY": "http://proxy:3128",
+            "GITHUB_TOKEN": "ghp_canary", "LD_PRELOAD": "/tmp/evil.so"}
+    tools = tool_environment(environ=user)
+    assert tools == {"PATH": "/usr/bin", "LC_ALL": "C.UTF-8", "CUDA_HOME": "/usr/local/cuda"}
+    pip = tool_environment(network=True, environ=user)
+    assert pip == {**tools, "PIP_INDEX_URL": "https://pypi.example/simple",
+                   "HTTPS_PROXY": "http://proxy:3128"}
 
 
 # --- class 4: credentials in the compilers' environment ---------------------------------------

@@ -25,6 +25,15 @@ from ..confine import shown
 
 Kind = Literal["compiler", "nvcc"]
 
+#: What a word may hold for a shell to read it as itself (shlex.quote's safe set, ASCII),
+#: and the brackets of nvcc's ``code=[sm_90,compute_90]`` (a pattern at worst, never a
+#: command). nvcc runs its steps through /bin/sh: the options it passes on sit in double
+#: quotes (where ``$(...)`` and backquotes still run) or, for -Xcompiler and the other
+#: carriers, in no quotes at all (``-Xcompiler '-O2;sh'`` runs sh). So everything nvcc gets
+#: from a tree, options and file names alike, holds only these characters.
+SHELL_UNSAFE = re.compile(r"[^\w@%+=:,./\[\]-]", re.ASCII)
+SHELL_SAFE_TEXT = "letters, digits and _ @ % + = : , . / - [ ]"
+
 
 @dataclass(frozen=True)
 class RefusedFlag:
@@ -107,6 +116,8 @@ def _nvcc_options(flags: Sequence[str]) -> Iterator[tuple[str, str, str | None]]
     table = _table()
     carried: str | None = None
     for argument in flags:
+        if (unsafe := SHELL_UNSAFE.search(argument)) is not None:
+            yield argument, unsafe[0], "shell"
         if carried is not None:  # the value of -Xcompiler and the like: not nvcc's
             for piece, reason in _carried(carried, argument):
                 yield argument, piece, reason

@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 
 from ..confine import shown
 from ..errors import BuildError
+from .flags import SHELL_SAFE_TEXT, SHELL_UNSAFE
 
 #: folders never read from the package (Python's byte-code caches)
 SKIPPED_FOLDERS = frozenset({"__pycache__"})
@@ -33,8 +34,9 @@ def _inside(path: Path, real_root: str) -> bool:
 
 def tree_path(root: Path, name: str, where: str) -> Path:
     """``root / name`` for a path that ``build.toml`` names (``where``: ``"[kernel.k] src"``),
-    after proving it is the tree's: relative, no ``..`` part, and no link on the way that
-    leads out of the tree. Existence is the caller's question."""
+    after proving it is the tree's: relative, no ``..`` part, no character a shell reads
+    as syntax (nvcc hands file names to one), and no link on the way that leads out of
+    the tree. Existence is the caller's question."""
     pure = PurePosixPath(name)
     if not name or "\\" in name or "\0" in name:
         raise BuildError(f"build.toml: {where} '{shown(name)}' is not a path inside the source tree")
@@ -44,6 +46,10 @@ def tree_path(root: Path, name: str, where: str) -> Path:
     if ".." in pure.parts:
         raise BuildError(f"build.toml: {where} '{shown(name)}' leads outside the source tree (a "
                          "'..' part): a build reads only files of the source tree")
+    if (unsafe := SHELL_UNSAFE.search(name)) is not None:
+        raise BuildError(f"build.toml: {where} '{shown(name)}' has '{shown(unsafe[0])}' in it, which "
+                         "a shell reads as syntax (nvcc runs its steps through one): name the "
+                         f"tree's files with {SHELL_SAFE_TEXT}")
     path = root.joinpath(*pure.parts)
     if not _inside(path, os.path.realpath(root)):
         raise BuildError(f"build.toml: {where} '{shown(name)}' is or passes through a symbolic "
