@@ -96,6 +96,23 @@ def test_folder_link_inside_the_package_leading_out_is_refused(tmp_path: Path, o
     nothing_built(tmp_path / "out")
 
 
+def test_a_fifo_in_the_package_is_one_line_not_a_hang(tmp_path: Path) -> None:
+    tree = copy_kernel("kw-noarch", tmp_path)
+    os.mkfifo(tree / "torch-ext" / "kw_noarch" / "waits.py")
+    proc = build(tree, tmp_path / "out", tmp_path / "cache")
+    one_line_error(proc, "torch-ext/kw_noarch/waits.py is a FIFO", status=1)
+    nothing_built(tmp_path / "out")
+
+
+def test_a_csrc_folder_linked_out_of_the_tree_is_refused(tmp_path: Path, outside: Path) -> None:
+    """csrc/ is on every include path without build.toml naming it."""
+    tree = copy_kernel("kw-stable", tmp_path)
+    (tree / "csrc").symlink_to(outside / "inc", target_is_directory=True)
+    proc = build(tree, tmp_path / "out", tmp_path / "cache")
+    one_line_error(proc, "csrc is a symbolic link that leads outside the source tree", status=1)
+    nothing_built(tmp_path / "out")
+
+
 def test_links_that_stay_inside_the_tree_still_build(tmp_path: Path) -> None:
     """Trees share files by links (a header kept once): those are the tree's own."""
     tree = copy_kernel("kw-noarch", tmp_path)
@@ -263,6 +280,7 @@ REFUSED_FOR_GCC = [
     ["-mllvm", "-load=x.so"], ["-fpass-plugin=x.so"], ["--config=x.cfg"], ["-fmodule-mapper=|sh"],
     ["-ftime-trace=/x"], ["-fuse-ld=lld"], ["--ld-path=/x"], ["-iplugindir=/x"],
     ["-fdiagnostics-add-output=sarif:file=/x"], ["-ccc-gcc-name", "x"], ["--gcc-toolchain=/x"],
+    ["--serialize-diagnostics", "/x"], ["-Xanalyzer", "x"],
 ]
 ACCEPTED_FOR_GCC = [
     "-O3", "-O2", "-Wall", "-Wextra", "-Werror=return-type", "-ffast-math", "-fopenmp",
