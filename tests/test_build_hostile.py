@@ -349,18 +349,30 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
-def test_compilers_run_without_the_users_credentials(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["cpu", "cuda"])
+def test_compilers_run_without_the_users_credentials(tmp_path: Path, backend: str) -> None:
     """Each compiler of the build is caught while it runs (its source includes a FIFO that
     nobody writes yet) and its environment is read from /proc: no secret is in it, and
-    what the compiler needs (PATH) is."""
+    what the compiler needs (PATH) is. cuda: nvcc and all it starts (sh, gcc, cc1plus),
+    in the CUDA venv."""
     tree = copy_kernel("kw-stable", tmp_path)
     os.mkfifo(tree / "scale_cpu" / "include" / "kw" / "hold.h")
-    source = tree / "scale_cpu" / "scale.cpp"
-    source.write_text('#include "kw/hold.h"\n' + source.read_text())
+    python, args = Path(sys.executable), ["-j", "1"]
+    if backend == "cpu":
+        source = tree / "scale_cpu" / "scale.cpp"
+        source.write_text('#include "kw/hold.h"\n' + source.read_text())
+    else:
+        python, args = cuda_python(), ["--backend", "cuda", "--arch", "9.0"]
+        source = tree / "scale_cpu" / "kw.cu"
+        source.write_text('#include "kw/hold.h"\n__global__ void kw_noop() {}\n')
+        edit_toml(tree, 'backends = ["cpu"]', 'backends = ["cpu", "cuda"]')
+        (tree / "build.toml").write_text((tree / "build.toml").read_text() + (
+            '\n[kernel.scale_cuda]\nbackend = "cuda"\ndepends = ["torch"]\n'
+            'src = ["scale_cpu/kw.cu"]\ninclude = ["scale_cpu/include"]\n'))
     canaries = {**CANARIES, "PATH": os.environ["PATH"]}
     process = subprocess.Popen(
-        [sys.executable, "-m", "kernel_wheels", "build", str(tree), "-o", str(tmp_path / "out"),
-         "-j", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [str(python), "-m", "kernel_wheels", "build", str(tree), "-o", str(tmp_path / "out"), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "KERNEL_WHEELS_CACHE": str(tmp_path / "cache"), **canaries})
     try:
         compilers: list[int] = []
@@ -369,18 +381,29 @@ def test_compilers_run_without_the_users_credentials(tmp_path: Path) -> None:
             assert process.poll() is None, process.communicate()
             assert time.monotonic() < deadline, "no compiler started"
             time.sleep(0.05)
-            compilers = [p for p in processes_with("scale.cpp") if p != process.pid]
+            compilers = [p for p in processes_with(str(source)) if p != process.pid]
+        # the preprocessor that opens the FIFO is the last to start: wait for it too
+        while not any(b"cc1plus" in Path(f"/proc/{p}/cmdline").read_bytes()
+                      for p in processes_with(str(source))):
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "no cc1plus started"
+            time.sleep(0.05)
         environments = {}
-        for pid in compilers:
-            try:
-                environments[pid] = Path(f"/proc/{pid}/environ").read_bytes()
-            except OSError:
-                continue
-        assert environments
-        for environ in environments.values():
+        for pid in processes_with(str(source)):
+            if pid != process.pid:
+                try:
+                    environments[Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]] = \
+                        Path(f"/proc/{pid}/environ").read_bytes()
+                except OSError:
+                    continue
+        programs = {Path(name.decode()).name for name in environments}
+        assert "cc1plus" in programs and ("nvcc" in programs if backend == "cuda" else True), programs
+        for program, environ in environments.items():
             for name, value in CANARIES.items():
-                assert value.encode() not in environ, f"{name} reached a compiler"
-            assert f"PATH={os.environ['PATH']}".encode() in environ.split(b"\0")
+                assert value.encode() not in environ, f"{name} reached {program.decode()}"
+            # (nvcc puts its own folders first for what it starts)
+            paths = [v for v in environ.split(b"\0") if v.startswith(b"PATH=")]
+            assert len(paths) == 1 and paths[0].endswith(os.environ["PATH"].encode()), program
     finally:
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=60)
