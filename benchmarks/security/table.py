@@ -7,7 +7,7 @@ run said. Reproduce:
     python -m pytest tests/test_security_hub.py tests/test_security_hub_fuzz.py \
         tests/test_confine.py tests/test_serve_abuse.py tests/test_index_hostile.py \
         tests/test_index_recovery.py tests/test_elf_hostile.py tests/test_kernels_ecosystem.py \
-        --junitxml=security.xml
+        tests/test_build_hostile.py --junitxml=security.xml
     python -m benchmarks.security.table security.xml docs/security.md
 """
 
@@ -45,6 +45,7 @@ ATTACKERS: list[tuple[str, tuple[str, ...], str]] = [
     ("test_index_recovery.py", (), "kill -9 at any point of index"),
     ("test_elf_hostile.py", (), "hostile kernel binary"),
     ("test_kernels_ecosystem.py", ("lock",), "Hub that disagrees with a lock file"),
+    ("test_build_hostile.py", (), "hostile kernel source tree (build)"),
 ]
 
 

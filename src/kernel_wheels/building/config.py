@@ -17,6 +17,8 @@ from typing import Any
 from .. import data
 from ..errors import BuildError
 from ..kernel.metadata import KernelDependency
+from .flags import Kind, refused_flag
+from .tree import check_folder, package_files, tree_path
 
 NAME_PATTERN = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
 VERSION_PATTERN = re.compile(r"^\d+(\.\d+)*$")
@@ -144,8 +146,7 @@ class BuildConfig:
         for component in self.kernels:
             files.update(self.root / s for s in component.src)
         if self.package_dir.is_dir():
-            files.update(p for p in self.package_dir.rglob("*")
-                         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+            files.update(p for p, _ in package_files(self.root, self.package_dir) if p.suffix != ".pyc")
         return sorted(files)
 
 
@@ -264,6 +265,32 @@ def _python_depends_check(reader: _Reader, names: tuple[str, ...], backend: str 
                               f"(known: {choices})")
 
 
+#: the flag keys of build.toml and the compiler driver each one reaches
+_FLAG_KEYS: tuple[tuple[str, Kind], ...] = (
+    ("cxx-flags", "compiler"), ("cuda-flags", "nvcc"), ("hip-flags", "compiler"),
+    ("sycl-flags", "compiler"))
+
+
+def _check_flags(reader: _Reader, table: dict[str, Any], where: str) -> None:
+    """Options that would let the tree run programs or write elsewhere (see .flags)."""
+    for key, kind in _FLAG_KEYS:
+        if key in table and (refused := refused_flag(table[key], kind)) is not None:
+            raise reader.fail(f"{where} {key}", refused.message())
+
+
+def _check_paths(source_dir: Path, framework: Framework, kernels: tuple[KernelComponent, ...]) -> None:
+    """Every file and folder build.toml names is the tree's own (see .tree)."""
+    check_folder(source_dir, "csrc")  # on every include path, unnamed
+    named = [(f"[{framework.kind}]", framework.src, framework.include),
+             *((k.where, k.src, k.include) for k in kernels)]
+    for where, sources, includes in named:
+        for name in sources:
+            if not tree_path(source_dir, name, f"{where} src").is_file():
+                raise BuildError(f"build.toml names {name}, which does not exist in {source_dir}")
+        for name in includes:
+            tree_path(source_dir, name, f"{where} include")
+
+
 def _framework(reader: _Reader, doc: dict[str, Any]) -> Framework:
     present = [k for k in ("torch", "torch-noarch", "tvm-ffi") if k in doc]
     if not present:
@@ -277,6 +304,7 @@ def _framework(reader: _Reader, doc: dict[str, Any]) -> Framework:
     if not isinstance(table, dict):
         raise reader.fail(f"[{kind}]", "must be a table")
     reader.check_keys(table, kind, f"[{kind}]")
+    _check_flags(reader, table, f"[{kind}]")
     stable: dict[str, str] = {}
     if "stable-abi" in table:
         value = table["stable-abi"]
@@ -309,6 +337,7 @@ def _component(reader: _Reader, kernel_id: str, table: Any) -> KernelComponent:
         raise reader.fail(where, "must be a table")
     backend = table.get("backend")
     reader.check_keys(table, "kernel", where, backend=backend if isinstance(backend, str) else None)
+    _check_flags(reader, table, where)
     known: dict[str, Any] = data.load("build_depends")
     for dependency in table["depends"]:
         if dependency not in known or dependency.startswith("_"):
@@ -375,9 +404,7 @@ def read_build_toml(source_dir: Path) -> BuildConfig:
     if framework.kind == "torch-noarch" and kernels:
         raise reader.fail(f"[kernel.{kernels[0].id}]", "cannot go with [torch-noarch]: a noarch "
                           "kernel compiles nothing")
-    for name in (*framework.src, *(s for k in kernels for s in k.src)):
-        if not (source_dir / name).is_file():
-            raise BuildError(f"build.toml names {name}, which does not exist in {source_dir}")
+    _check_paths(source_dir, framework, kernels)
     return BuildConfig(
         root=source_dir, name=general["name"], version=general["version"], edition=edition,
         license=general["license"], upstream=general.get("upstream"), source=general.get("source"),

@@ -25,6 +25,7 @@ from .. import data
 from ..cache import cache_dir
 from ..confine import relative_path
 from ..errors import BuildError
+from .environment import tool_environment
 from .toolchain import TorchEnv, torch_at
 
 Log = Callable[[str], None]
@@ -58,7 +59,7 @@ def _download_wheel(requirement: str, platform_tag: str, folder: Path) -> Path:
         [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
          "--disable-pip-version-check", "--platform", platform_tag, "--python-version", python,
          "--implementation", "cp", "--dest", str(folder), requirement],
-        capture_output=True, text=True)
+        capture_output=True, text=True, env=tool_environment(network=True))
     wheels = sorted(folder.glob("*.whl"))
     if proc.returncode != 0 or len(wheels) != 1:
         why = (proc.stderr.strip().splitlines() or ["pip is not available"])[-1]

@@ -30,6 +30,7 @@ from .. import data
 from ..cache import cache_dir
 from ..errors import BuildError
 from ..kernel.digest import file_sha256
+from .environment import tool_environment
 from .source_archive import PinnedArchive, fetch
 
 
@@ -63,7 +64,7 @@ def _download(pin: dict[str, Any], folder: Path) -> Path:
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
          "--disable-pip-version-check", "--dest", str(folder), requirement],
-        capture_output=True, text=True)
+        capture_output=True, text=True, env=tool_environment(network=True))
     wheels = sorted(folder.glob("*.whl"))
     if proc.returncode != 0 or len(wheels) != 1:
         why = (proc.stderr.strip().splitlines() or ["pip is not available"])[-1]

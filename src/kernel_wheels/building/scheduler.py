@@ -22,6 +22,7 @@ from ..errors import BuildError
 from ..progress import as_progress
 from . import object_cache
 from .compile_env import CompileUnit
+from .environment import tool_environment
 
 Log = Callable[[str], None]
 _POLL_SECONDS = 0.02
@@ -97,6 +98,7 @@ def compile_units(units: list[CompileUnit], workdir: Path, jobs: int,
         else:
             pending.append((index, unit, key))
     running: dict[int, _Running] = {}
+    environment = tool_environment()
     try:
         while pending or running:
             while pending and len(running) < jobs:
@@ -105,9 +107,12 @@ def compile_units(units: list[CompileUnit], workdir: Path, jobs: int,
                 log_path = workdir / f"{unit.object_name}.log"
                 depfile = workdir / f"{unit.object_name}.d"
                 with _signals_held(), log_path.open("wb") as sink:
+                    # the allow-listed environment (no credentials), and the work folder
+                    # as the current one: what a compiler writes next to itself stays there
                     process = subprocess.Popen(unit.command(output, depfile), stdout=sink,
                                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                               start_new_session=True)
+                                               start_new_session=True, env=environment,
+                                               cwd=workdir)
                     running[index] = _Running(unit, process, output, depfile, log_path, key,
                                               time.monotonic())
             for index, job in list(running.items()):
@@ -140,7 +145,8 @@ def run_tool(command: list[str], what: str, workdir: Path) -> None:
         try:
             with _signals_held():
                 process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL, start_new_session=True)
+                                           stdin=subprocess.DEVNULL, start_new_session=True,
+                                           env=tool_environment(), cwd=workdir)
             returncode = process.wait()
         finally:
             if process is not None and process.poll() is None:
@@ -152,5 +158,6 @@ def run_tool(command: list[str], what: str, workdir: Path) -> None:
 def compiler_id(command: str) -> str:
     """The compiler's version banner: part of each object's cache key, so a compiler
     upgrade recompiles everything."""
-    proc = subprocess.run([command, "--version"], capture_output=True, text=True)
+    proc = subprocess.run([command, "--version"], capture_output=True, text=True,
+                          env=tool_environment())
     return f"{command}\n{proc.stdout.strip()}"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..errors import BuildError
 from .config import BuildConfig
+from .tree import package_files
 
 #: torch.library decorators whose first argument names an op
 TORCH_LIBRARY_DECORATORS = frozenset({"custom_op", "triton_op", "register_kernel", "register_fake",
@@ -64,9 +65,11 @@ def check_sources(config: BuildConfig) -> None:
         raise BuildError(f"{where}/{config.module_name} must not exist: loaders take "
                          "build/<variant>/<module>/ for the old layout's package folder")
     violations: list[str] = []
-    for path in sorted(package.rglob("*.py")):
-        if "__pycache__" not in path.parts:
-            violations += unprefixed_registrations(path, path.relative_to(config.root).as_posix())
+    # every file of the package, walked once here: a link out of the tree stops the build
+    # before anything is hashed, compiled or copied
+    for path, relpath in package_files(config.root, package):
+        if path.suffix == ".py":
+            violations += unprefixed_registrations(path, f"{where}/{relpath}")
     if violations:
         raise BuildError(f"torch ops registered outside the kernel's namespace (use "
                          f"add_op_namespace_prefix from ._ops): {'; '.join(violations)}")

@@ -42,6 +42,7 @@ from pathlib import Path
 from .. import data
 from ..errors import BuildError
 from .config import version_tuple
+from .environment import tool_environment
 
 ARCHIVE_NAME = "kw_newer_libstdcxx"
 MAX_ROUNDS = 6
@@ -110,7 +111,7 @@ def _tool(name: str, prefix: str = "") -> str:
 
 
 def _run(command: list[str], cwd: Path | None = None) -> str:
-    proc = subprocess.run(command, capture_output=True, text=True, cwd=cwd)
+    proc = subprocess.run(command, capture_output=True, text=True, cwd=cwd, env=tool_environment())
     if proc.returncode != 0:
         raise BuildError(f"{Path(command[0]).name} failed: {proc.stderr.strip()[-500:]}")
     return proc.stdout

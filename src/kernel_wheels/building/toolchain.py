@@ -22,6 +22,7 @@ from pathlib import Path
 from .. import data
 from ..errors import BuildError
 from .config import version_tuple
+from .environment import tool_environment
 
 
 @dataclass(frozen=True)
@@ -236,7 +237,8 @@ class CudaToolkit:
 
 
 def _nvcc_archs(nvcc: Path) -> tuple[str, ...]:
-    out = subprocess.run([str(nvcc), "--list-gpu-arch"], capture_output=True, text=True).stdout
+    out = subprocess.run([str(nvcc), "--list-gpu-arch"], capture_output=True, text=True,
+                         env=tool_environment()).stdout
     archs = []
     for match in re.finditer(r"compute_(\d+)(\d)\b", out):
         archs.append(f"{match[1]}.{match[2]}")
@@ -256,7 +258,8 @@ def find_cuda_toolkit() -> CudaToolkit | None:
         nvcc = nvcc.resolve()  # a symlink on PATH: the toolkit lives beside its target
         # A wrapper script on PATH is skipped: the toolkit is the folder with the headers.
         if nvcc.is_file() and (nvcc.parent.parent / "include" / "cuda_runtime_api.h").is_file():
-            out = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True).stdout
+            out = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True,
+                                 env=tool_environment()).stdout
             version = re.search(r"release (\d+\.\d+)", out)
             if version:
                 return CudaToolkit(nvcc, version[1], _nvcc_archs(nvcc))

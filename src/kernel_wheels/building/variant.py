@@ -21,6 +21,7 @@ from pathlib import Path
 from ..errors import BuildError
 from ..kernel.digest import digest_folder
 from .config import BuildConfig
+from .tree import package_files
 
 
 def ops_py(ext_name: str) -> str:
@@ -143,13 +144,14 @@ def _copy_package(config: BuildConfig, staging: Path, everything: bool) -> None:
     if not (package / "__init__.py").is_file():
         raise BuildError(f"{package}/__init__.py is missing: the kernel has no Python package")
     suffixes = {".py", *(f".{e}" for e in config.framework.data_extensions())}
-    for path in sorted(package.rglob("*")):
-        relative = path.relative_to(package)
-        if not path.is_file() or "__pycache__" in relative.parts or path.suffix == ".pyc":
+    # links that lead out of the tree are refused here too (tree.package_files), so
+    # nothing of the build machine is copied in
+    for path, relpath in package_files(config.root, package):
+        if path.suffix == ".pyc":
             continue
         if not everything and path.suffix not in suffixes:
             continue
-        target = staging / relative
+        target = staging / relpath
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
 
