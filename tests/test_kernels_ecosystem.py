@@ -308,7 +308,7 @@ from pathlib import Path
 from kernels import get_kernel
 from kernels._rust import Digest, Metadata
 sys.path.insert(0, sys.argv[1])
-from support.helpers import reference_gray
+from support.gray import reference_gray
 kernel = get_kernel("drbh/img2gray", version=1)
 image = torch.randint(0, 256, (37, 61, 3), dtype=torch.uint8)
 app = get_kernel("drbh/gray-app", version=1)

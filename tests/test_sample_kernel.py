@@ -204,7 +204,7 @@ import sys, torch
 from pathlib import Path
 from kernels import get_local_kernel
 sys.path.insert(0, sys.argv[2])
-from support.helpers import reference_gray
+from support.gray import reference_gray
 kernel = get_local_kernel(Path(sys.argv[1]))
 image = torch.randint(0, 256, (33, 47, 3), dtype=torch.uint8)
 assert torch.equal(kernel.img2gray(image), reference_gray(image))

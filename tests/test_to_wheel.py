@@ -164,7 +164,7 @@ def torch_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 RUN_OP = """
 import sys, torch, img2gray
 sys.path.insert(0, sys.argv[1])
-from support.helpers import reference_gray
+from support.gray import reference_gray
 for shape in [(7, 11), (64, 129), (333, 1)]:
     image = torch.randint(0, 256, (*shape, 3), dtype=torch.uint8)
     assert torch.equal(img2gray.img2gray(image), reference_gray(image)), shape

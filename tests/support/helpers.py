@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from support.gray import reference_gray  # noqa: F401  (re-exported for the tests)
+
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample-kernel"
 UV = shutil.which("uv", path=str(Path(sys.executable).parent)) or "uv"
@@ -87,12 +89,6 @@ def read_member(wheel: Path, suffix: str) -> str:
     with zipfile.ZipFile(wheel) as zf:
         name = next(n for n in zf.namelist() if n.endswith(suffix))
         return zf.read(name).decode()
-
-
-def reference_gray(image):  # type: ignore[no-untyped-def]
-    """float32 reference: products and sums rounded separately, then truncated."""
-    f = image.float()
-    return ((0.21 * f[..., 0] + 0.72 * f[..., 1]) + 0.07 * f[..., 2]).to(image.dtype)
 
 
 def _ephemeral_ports() -> range:
