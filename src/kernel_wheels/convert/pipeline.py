@@ -30,6 +30,8 @@ from ..kernel.selection import VariantFilter, select_variants
 from ..kernel.variants import Variant
 from ..kernel.versions import RequestKind, VersionRequest, wheel_version
 from ..progress import as_progress
+from ..provenance import Policy, Verification, verify_files
+from ..provenance.verify import BUNDLE, signed_digest
 from ..sources import FetchedVariant, KernelSource
 from ..wheel import compression
 from ..wheel.plan import TagOptions, check_distribution_name
@@ -64,6 +66,9 @@ class ConvertOptions:
     compression: int = compression.DEFAULT_LEVEL
     #: Also write each build's variant wheel (PEP 825 draft; docs/variants.md).
     variants: bool = False
+    #: What each variant's provenance must prove (docs/provenance.md); by default the
+    #: kernels library's: a bundle, when there is one, must verify.
+    policy: Policy = field(default_factory=Policy)
 
     def __post_init__(self) -> None:
         if self.manylinux_auto and not self.check:
@@ -190,6 +195,40 @@ class _Conversion:
         self.planned: dict[str, tuple[tuple[str, str], list[Future[ProducedWheel]]]] = {}
         self.reported: set[str] = set()
         self.filenames: dict[str, str] = {}  # wheel file name -> the variant planned as it
+        self.verified: dict[str, tuple[Verification, tuple[tuple[str, str], ...]]] = {}
+
+    @cached_property
+    def publisher(self) -> tuple[str | None, bool | None]:
+        """The kernel's publisher and the Hub's trusted-publisher flag for it (asked
+        once, the way the kernels library asks; sources without publishers: unknown)."""
+        ask = getattr(self.source, "publisher_trust", None)
+        if ask is None:
+            return None, None
+        publisher, trusted = ask()
+        return publisher, trusted
+
+    def verify(self, variant: Variant, fetched: FetchedVariant) -> None:
+        """The variant's bundle over its metadata.json, before anything is planned; the
+        signed digests are compared with the bytes packed (produce.py), so every file is
+        read once."""
+        bundle_path = fetched.path / BUNDLE
+        if (arriving := fetched.arriving.get(BUNDLE)) is not None:
+            if not arriving.wait(self.cancel):
+                raise ArrivalCancelled(f"build/{variant.name}/{BUNDLE} did not arrive")
+            bundle_path = arriving.final
+        meta_path = fetched.path / "metadata.json"
+        metadata = meta_path.read_bytes() if meta_path.is_file() else None
+        bundle = bundle_path.read_bytes() if bundle_path.is_file() else None
+        publisher, trusted = self.publisher
+        # Named by what is the same for everyone converting it (a Hub repository id, else
+        # the kernel's folder name), never by how the request spelled a path: the record
+        # is part of the wheel's bytes.
+        kernel = getattr(self.source, "repo_id", None) or self.source.name
+        found = verify_files(kernel, f"build/{variant.name}", metadata, bundle,
+                             self.options.policy, None, publisher, trusted)
+        signed = tuple(sorted(signed_digest(found.kernel, found.variant, metadata).items())) \
+            if found.signed and metadata is not None else ()
+        self.verified[variant.name] = (found, signed)
 
     @cached_property
     def card(self) -> str | None:
@@ -205,6 +244,7 @@ class _Conversion:
         return wheel_version(self.revision, self.identity.major, given)
 
     def arrive(self, variant: Variant, fetched: FetchedVariant) -> None:
+        self.verify(variant, fetched)
         meta_path = fetched.path / "metadata.json"
         meta = read_kernel_metadata(meta_path if meta_path.is_file() else None)
         self.identity.learn(variant.name, meta)
@@ -287,7 +327,27 @@ class _Conversion:
             check=self.options.check,
             manylinux_auto=self.options.manylinux_auto,
             staging=self.staging,
+            verification=self.verified[variant.name][0],
+            signed_files=self.verified[variant.name][1],
         )
+
+    def provenance_note(self) -> None:
+        """One line on what the run's variants proved, when something is unproved
+        (unsigned variants, a publisher the Hub does not mark as trusted); the facts are
+        in each wheel (docs/provenance.md)."""
+        found = [verification for verification, _ in self.verified.values()]
+        unsigned = sum(1 for v in found if not v.signed)
+        publisher, trusted = self.publisher
+        parts = []
+        if unsigned:
+            parts.append(f"{unsigned} of {len(found)} variant(s) unsigned (no metadata.json.sigstore)")
+        if publisher is not None and trusted is not True:
+            parts.append(f"publisher '{publisher}' is " + ("not a trusted publisher on the Hub"
+                                                            if trusted is False else
+                                                            "of unknown trust (the Hub did not say)"))
+        if parts:
+            self.progress(f"note: {self.source.display}: {'; '.join(parts)}; recorded in each "
+                          "wheel (--require-signature, --require-trusted-publisher refuse them)")
 
 
 def name_not_reported(run: _Conversion, name: str) -> bool:
@@ -380,6 +440,7 @@ def _convert(source: KernelSource, request: VersionRequest, options: ConvertOpti
                 run.arrive(chosen[name], fetched)
             produced = run.finish()
             version = run.version()
+            run.provenance_note()
         except BaseException:
             cancel.set()  # wheels being written stop at their next chunk
             raise
