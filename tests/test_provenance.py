@@ -9,17 +9,22 @@ import json
 import shutil
 import subprocess
 import sys
+import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sigstore.errors import VerificationError
 from sigstore.models import Bundle, TrustedRoot
 from sigstore.verify import Verifier, policy
+from test_check import rewrite
 
 from kernel_wheels.errors import ProvenanceError
+from kernel_wheels.kernel.digest import sha256_b64
 from kernel_wheels.provenance import BuildFacts, Policy, parse_signer, verify_variant_folder
 from kernel_wheels.provenance.policy import KERNELS_SIGNERS
-from support.helpers import ROOT
+from support.helpers import ROOT, one_line_error, run_cli
+from support.hostile_hub import REPO, VARIANT, Answer, HostileHub, Repo, honest_files, hostile_hub
 
 GENERATOR = ROOT / "scripts" / "make_test_signature.py"
 GITHUB = "https://token.actions.githubusercontent.com"
@@ -221,3 +226,208 @@ def test_dirty_build_recorded_and_refused_on_request(cpu_build: Path, tmp_path: 
     assert verify_variant_folder(variant, "k/k", folder_policy(tmp_path)).build.dirty is True
     with pytest.raises(ProvenanceError, match="built from a dirty git tree"):
         verify_variant_folder(variant, "k/k", folder_policy(tmp_path, require_clean=True))
+
+
+# -- to-wheel and check, the commands -------------------------------------------------------
+
+
+def verified_record(wheel: Path) -> dict[str, object]:
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/kernel_wheels.verified.json"))
+        return json.loads(archive.read(name))
+
+
+def to_wheel(source: Path, out: Path, *options: str | Path) -> subprocess.CompletedProcess[str]:
+    return run_cli("to-wheel", source, "1.0.0", "-o", out, *options, check=False)
+
+
+def test_to_wheel_records_a_verified_signature_and_check_reverifies_it(
+        cpu_build: Path, tmp_path: Path) -> None:
+    variant = signed_variant(cpu_build, tmp_path / "k", provenance={
+        "kernel-builder": {"version": "0.12.3"}, "kernel": {"commit": "b" * 40, "dirty": False}})
+    source, root = variant.parent.parent, tmp_path / "k" / "root.json"
+    proc = to_wheel(source, tmp_path / "out", "--trusted-root", root, "--require-signature",
+                    "--require-clean")
+    assert proc.returncode == 0, proc.stderr
+    assert "unsigned" not in proc.stderr
+    wheel = next((tmp_path / "out").glob("*.whl"))
+    record = verified_record(wheel)
+    assert record["status"] == "signed" and record["identity"] == BUILD and record["issuer"] == GITHUB
+    assert record["kernel"] == "k" and record["variant"] == f"build/{variant.name}"
+    assert record["log_index"] == 7 and isinstance(record["log_time"], int)
+    assert record["build"] == {"kernel_commit": "b" * 40, "builder_version": "0.12.3",
+                               "builder_commit": None, "dirty": False}
+    assert record["files_verified"] == 3
+    # The original bundle travels unchanged beside metadata.json.
+    with zipfile.ZipFile(wheel) as archive:
+        packed = archive.read(f"img2gray/{variant.name}/metadata.json.sigstore")
+    assert packed == (variant / "metadata.json.sigstore").read_bytes()
+    # Reproducible: the same release and options give the same bytes.
+    again = to_wheel(source, tmp_path / "again", "--trusted-root", root)
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "again" / wheel.name).read_bytes() == wheel.read_bytes()
+
+    checked = run_cli("check", "-v", wheel, "--trusted-root", root, "--require-signature")
+    assert f"pass: [provenance] k build/{variant.name}: signed by {BUILD}" in checked.stdout
+    # Offline against Sigstore's production root, the test deployment's signature is refused.
+    refused = run_cli("check", wheel, check=False)
+    assert refused.returncode == 1 and "fail: [provenance]" in refused.stdout
+
+
+@pytest.mark.parametrize("case, reason", [
+    ("metadata", "the bundle does not sign this metadata.json"),
+    ("file", "_ops.py differs from its signed digest"),
+    ("identity", "signed by a signer the policy does not accept"),
+    ("issuer", "signed by a signer the policy does not accept"),
+    ("expired", "the signing certificate was not valid when the entry was logged"),
+    ("other-artifact", "the bundle does not sign this metadata.json"),
+    ("garbage", "metadata.json.sigstore is not a Sigstore bundle"),
+])
+def test_to_wheel_refuses_what_does_not_verify(cpu_build: Path, tmp_path: Path, case: str,
+                                               reason: str) -> None:
+    variant = signed_variant(
+        cpu_build, tmp_path / "k", *(["--expired"] if case == "expired" else []),
+        identity=BUILD.replace("/huggingface/", "/someone/") if case == "identity" else BUILD,
+        issuer="https://accounts.google.com" if case == "issuer" else GITHUB)
+    keys, root = tmp_path / "k" / "keys", tmp_path / "k" / "root.json"
+    if case == "metadata":
+        (variant / "metadata.json").write_text((variant / "metadata.json").read_text().replace("Apache", "MIT"))
+    elif case == "file":
+        with (variant / "_ops.py").open("a") as stream:
+            stream.write("import os  # injected\n")
+    elif case == "other-artifact":
+        other = tmp_path / "other.json"
+        other.write_text('{"name": "img2gray"}\n')
+        make_signature(other, variant / "metadata.json.sigstore", root, "--deployment", keys)
+    elif case == "garbage":
+        (variant / "metadata.json.sigstore").write_text('{"mediaType": "nonsense"}')
+    # --no-check: the signed digests are compared whatever the checks do.
+    proc = to_wheel(variant.parent.parent, tmp_path / "out", "--trusted-root", root, "--no-check")
+    one_line_error(proc, f"k build/{variant.name}: ", reason, status=1)
+    assert not list((tmp_path / "out").glob("*.whl")) if (tmp_path / "out").exists() else True
+
+
+def test_unsigned_converts_with_a_note_and_require_signature_refuses(
+        cpu_build: Path, tmp_path: Path) -> None:
+    source = tmp_path / "k"
+    shutil.copytree(cpu_build, source / "build" / cpu_build.name)
+    proc = to_wheel(source, tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    notes = [line for line in proc.stderr.splitlines() if line.startswith("note:")]
+    assert notes == [f"note: {source}: 1 of 1 variant(s) unsigned (no metadata.json.sigstore); recorded in "
+                     "each wheel (--require-signature, --require-trusted-publisher refuse them)"]
+    assert verified_record(next((tmp_path / "out").glob("*.whl")))["status"] == "unsigned"
+    refused = to_wheel(source, tmp_path / "strict", "--require-signature")
+    one_line_error(refused, f"k build/{cpu_build.name}: unsigned (no metadata.json.sigstore) and the "
+                            "policy requires a signature", status=1)
+    assert not (tmp_path / "strict").exists() or not list((tmp_path / "strict").iterdir())
+    policy_file = tmp_path / "policy.toml"
+    policy_file.write_text("require-signature = true\n")
+    one_line_error(to_wheel(source, tmp_path / "strict", "--policy", policy_file),
+                   "the policy requires a signature", status=1)
+    # check takes the same options.
+    wheel = next((tmp_path / "out").glob("*.whl"))
+    checked = run_cli("check", wheel, "--require-signature", check=False)
+    assert checked.returncode == 1 and "unsigned (no metadata.json.sigstore) and the policy requires" \
+        in checked.stdout
+
+
+def test_check_refuses_a_record_that_lies(cpu_build: Path, tmp_path: Path) -> None:
+    variant = signed_variant(cpu_build, tmp_path / "k")
+    root = tmp_path / "k" / "root.json"
+    assert to_wheel(variant.parent.parent, tmp_path / "out", "--trusted-root", root).returncode == 0
+    wheel = next((tmp_path / "out").glob("*.whl"))
+    record = verified_record(wheel)
+    record["log_index"] = 1234
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith("kernel_wheels.verified.json"))
+    lying = rewrite(wheel, tmp_path / wheel.name, {name: json.dumps(record).encode()}, update_record=True)
+    proc = run_cli("check", lying, "--trusted-root", root, check=False)
+    assert proc.returncode == 1
+    assert "kernel_wheels.verified.json says log_index 1234, but the wheel verifies as 7" in proc.stdout
+
+
+@pytest.mark.parametrize("options", [(), ("--signer", "https://accounts.google.com=a@b.c")])
+def test_policy_options_are_checked_up_front(tmp_path: Path, options: tuple[str, ...]) -> None:
+    """A bad --signer, a missing --trusted-root or policy file: usage errors (2)."""
+    bad = [("--signer", "no-equals-sign"), ("--trusted-root", tmp_path / "nope.json"),
+           ("--policy", tmp_path / "nope.toml")]
+    for option, value in bad:
+        proc = run_cli("to-wheel", tmp_path, "1.0.0", "-o", tmp_path / "out", *options, option, value,
+                       check=False)
+        one_line_error(proc, status=2)
+
+
+# -- a Hub source: the publisher's trust, asked as the kernels library asks -----------------
+
+
+@pytest.fixture(scope="module")
+def hub() -> Iterator[HostileHub]:
+    with hostile_hub() as server:
+        yield server
+
+
+def signed_repo(tmp_path: Path) -> Repo:
+    """The hostile Hub's honest kernel, with digests in its metadata.json, signed."""
+    files = honest_files()
+    prefix = f"build/{VARIANT}/"
+    digest = {path[len(prefix):]: sha256_b64([content]) for path, content in files.items()
+              if path.startswith(prefix) and not path.endswith("metadata.json")}
+    meta = json.loads(files[prefix + "metadata.json"])
+    meta["digest"] = {"algorithm": "sha256", "files": digest}
+    files[prefix + "metadata.json"] = json.dumps(meta).encode()
+    (tmp_path / "metadata.json").write_bytes(files[prefix + "metadata.json"])
+    make_signature(tmp_path / "metadata.json", tmp_path / "bundle", tmp_path / "root.json")
+    files[prefix + "metadata.json.sigstore"] = (tmp_path / "bundle").read_bytes()
+    return Repo(files=files)
+
+
+def hub_convert(hub: HostileHub, tmp_path: Path, *options: str | Path) -> subprocess.CompletedProcess[str]:
+    env = {"HF_ENDPOINT": hub.endpoint, "HF_HOME": str(tmp_path / "hf"), "HF_TOKEN": "",
+           "KERNEL_WHEELS_CACHE": str(tmp_path / "kw-cache"), "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    return run_cli("to-wheel", REPO, "1.0.0", "-o", tmp_path / "out", "--timeout", "5", "--retries", "0",
+                   "--trusted-root", tmp_path / "root.json", *options, env=env, check=False)
+
+
+def test_hub_publisher_not_trusted_is_recorded_and_refused_on_request(hub: HostileHub, tmp_path: Path) -> None:
+    hub.reset(signed_repo(tmp_path))
+    proc = hub_convert(hub, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "note: evil/kernel: publisher 'evil' is not a trusted publisher on the Hub" in proc.stderr
+    record = verified_record(next((tmp_path / "out").glob("*.whl")))
+    assert (record["status"], record["publisher"], record["trusted_publisher"]) == ("signed", "evil", False)
+    assert "/api/organizations/evil/overview" in [path for path, _ in hub.requests]
+    refused = hub_convert(hub, tmp_path, "--require-trusted-publisher", "--force")
+    one_line_error(refused, f"evil/kernel build/{VARIANT}: publisher 'evil' is not a trusted publisher "
+                            "on the Hub (--trust-remote-code accepts it)", status=1)
+    allowed = hub_convert(hub, tmp_path, "--require-trusted-publisher", "--trust-remote-code")
+    assert allowed.returncode == 0, allowed.stderr
+
+
+@pytest.mark.parametrize("answer, trusted", [
+    (Answer.json({"name": "evil", "fullname": "Evil", "avatarUrl": "", "trustedKernelPublisher": True}), True),
+    (Answer.json({"name": "evil", "fullname": "Evil", "avatarUrl": "", "trustedKernelPublisher": "yes"}), False),
+    (Answer(500, b"down"), None),
+    (Answer(200, b"<html>not json</html>", {"Content-Type": "text/html"}), None),
+])
+def test_hub_trusted_flag_read_strictly(hub: HostileHub, tmp_path: Path, answer: Answer,
+                                        trusted: bool | None) -> None:
+    """Only the Hub's own true makes a trusted publisher; an error is "unknown", which a
+    policy requiring trusted publishers refuses too (as kernels does)."""
+    hub.reset(signed_repo(tmp_path))
+    hub.override("overview:evil", answer)
+    proc = hub_convert(hub, tmp_path, *(["--require-trusted-publisher"] if trusted else []))
+    assert proc.returncode == 0, proc.stderr
+    assert verified_record(next((tmp_path / "out").glob("*.whl")))["trusted_publisher"] is trusted
+    if not trusted:
+        strict = hub_convert(hub, tmp_path, "--require-trusted-publisher", "--force")
+        one_line_error(strict, "publisher 'evil'", status=1)
+
+
+def test_hub_tampered_file_refused(hub: HostileHub, tmp_path: Path) -> None:
+    repo = signed_repo(tmp_path)
+    repo.files[f"build/{VARIANT}/kernel/_ops.py"] = b"import os; os.system('id')\n"
+    hub.reset(repo)
+    proc = hub_convert(hub, tmp_path)
+    one_line_error(proc, f"evil/kernel build/{VARIANT}: kernel/_ops.py differs from its signed digest",
+                   status=1)
