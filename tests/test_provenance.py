@@ -23,7 +23,7 @@ from kernel_wheels.errors import ProvenanceError
 from kernel_wheels.kernel.digest import sha256_b64
 from kernel_wheels.provenance import BuildFacts, Policy, parse_signer, verify_variant_folder
 from kernel_wheels.provenance.policy import KERNELS_SIGNERS
-from support.helpers import ROOT, one_line_error, run_cli
+from support.helpers import ROOT, make_venv, one_line_error, run_cli
 from support.hostile_hub import REPO, VARIANT, Answer, HostileHub, Repo, honest_files, hostile_hub
 
 GENERATOR = ROOT / "scripts" / "make_test_signature.py"
@@ -431,3 +431,41 @@ def test_hub_tampered_file_refused(hub: HostileHub, tmp_path: Path) -> None:
     proc = hub_convert(hub, tmp_path)
     one_line_error(proc, f"evil/kernel build/{VARIANT}: kernel/_ops.py differs from its signed digest",
                    status=1)
+
+
+# -- kernel-wheels verify: wheels, a folder, the kernels installed in a Python --------------
+
+
+def test_verify_wheels_folder_and_installed_kernels(cpu_build: Path, tmp_path: Path) -> None:
+    variant = signed_variant(cpu_build, tmp_path / "k")
+    root = tmp_path / "k" / "root.json"
+    assert to_wheel(variant.parent.parent, tmp_path / "site" / "files", "--trusted-root", root).returncode == 0
+    wheel = next((tmp_path / "site" / "files").glob("*.whl"))
+
+    passed = run_cli("verify", tmp_path / "site", "--trusted-root", root, "--require-signature")
+    assert passed.stdout == f"PASS {wheel.name}: signed by {BUILD} ({GITHUB}), transparency log entry 7\n"
+    report = json.loads(run_cli("verify", wheel, "--trusted-root", root, "--json").stdout)
+    assert report[0]["passed"] and report[0]["provenance"]["identity"] == BUILD
+    # Another signer policy: the same wheel fails, one line, exit 1.
+    other = run_cli("verify", wheel, "--trusted-root", root, "--policy", _policy(tmp_path), check=False)
+    assert other.returncode == 1
+    assert other.stdout.startswith(f"FAIL {wheel.name}: k build/{variant.name}: signed by a signer the "
+                                   "policy does not accept")
+
+    python = make_venv(tmp_path / "venv")
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True,
+                   capture_output=True)
+    installed = json.loads(run_cli("verify", "--python", python, "--trusted-root", root, "--json").stdout)
+    assert [(row["passed"], row["provenance"]["status"]) for row in installed] == [(True, "signed")]
+    ops = Path(installed[0]["path"]) / "_ops.py"
+    ops.write_text(ops.read_text() + "import os  # changed after installing\n")
+    changed = run_cli("verify", "--python", python, "--trusted-root", root, check=False)
+    assert changed.returncode == 1
+    assert f"k build/{variant.name}: _ops.py differs from its signed digest" in changed.stdout
+
+
+def _policy(tmp_path: Path) -> Path:
+    path = tmp_path / "only-acme.toml"
+    path.write_text('kernels-signers = false\nsigners = ["https://token.actions.githubusercontent.com='
+                    'https://github.com/acme/k/.github/workflows/b.yml@refs/heads/main"]\n')
+    return path

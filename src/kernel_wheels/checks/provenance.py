@@ -9,18 +9,17 @@ signed: it is what the Hub answered when the wheel was made, taken as recorded."
 from __future__ import annotations
 
 import base64
+import tempfile
 from dataclasses import replace
+from pathlib import Path
 
 from ..errors import ProvenanceError
 from ..kernel.digest import is_digested
 from ..provenance import Policy, Verification, enforce, verify_files
 from ..provenance.record import VERIFIED_FILE
 from ..provenance.verify import BUNDLE
-from .facts import WheelContents
+from .facts import UNREADABLE, WheelContents, read_wheel_contents
 from .report import Finding, Status
-
-_COMPARED = ("signed", "identity", "issuer", "log_index", "log_time", "metadata_sha256",
-             "bundle_sha256")
 
 
 def check_provenance(facts: WheelContents, policy: Policy) -> tuple[list[Finding], Verification | None]:
@@ -52,13 +51,8 @@ def check_provenance(facts: WheelContents, policy: Policy) -> tuple[list[Finding
             recorded.trusted_publisher if recorded else None)
     except ProvenanceError as exc:
         return [Finding("provenance", Status.FAIL, exc.message)], None
-    findings = []
-    if recorded is not None:
-        for key in _COMPARED:
-            if getattr(recorded, key) != getattr(now, key):
-                findings.append(Finding("provenance", Status.FAIL,
-                                        f"{VERIFIED_FILE} says {key} {getattr(recorded, key)!r}, "
-                                        f"but the wheel verifies as {getattr(now, key)!r}"))
+    findings = [Finding("provenance", Status.FAIL, difference)
+                for difference in (recorded.differences(now) if recorded else [])]
     try:
         enforce(now, policy)
     except ProvenanceError as exc:
@@ -70,3 +64,15 @@ def check_provenance(facts: WheelContents, policy: Policy) -> tuple[list[Finding
         else:
             findings.append(Finding("provenance", Status.NOT_VERIFIED, now.one_line()))
     return findings, now
+
+
+def verify_wheel(path: Path, policy: Policy) -> tuple[list[Finding], Verification | None]:
+    """One wheel's provenance alone (``kernel-wheels verify``): its files read once."""
+    with tempfile.TemporaryDirectory(prefix="kernel-wheels-verify-") as scratch:
+        try:
+            facts = read_wheel_contents(path, path.name, lambda: Path(scratch))
+        except UNREADABLE as exc:
+            return [Finding("wheel", Status.FAIL, f"unreadable wheel: {exc}")], None
+    record_failures = [f for f in facts.findings if f.status is Status.FAIL]
+    findings, now = check_provenance(facts, policy)
+    return record_failures + findings, now

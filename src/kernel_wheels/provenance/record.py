@@ -15,6 +15,9 @@ from typing import Any
 VERIFIED_FILE = "kernel_wheels.verified.json"
 #: The shape of the file; readers refuse another.
 FORMAT = 1
+#: What a record must agree on with the same files verified again.
+_COMPARED = ("signed", "identity", "issuer", "log_index", "log_time", "metadata_sha256",
+             "bundle_sha256")
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,13 @@ class Verification:
         return {"status": self.status, "identity": self.identity, "issuer": self.issuer,
                 "log_index": self.log_index, "trusted_publisher": self.trusted_publisher,
                 "dirty": self.build.dirty}
+
+    def differences(self, now: Verification) -> list[str]:
+        """Where this (recorded) verification says something other than ``now`` (the
+        same files verified again): what a record that lies, or a wheel changed after
+        it was made, gives."""
+        return [f"{VERIFIED_FILE} says {key} {getattr(self, key)!r}, but the wheel verifies as "
+                f"{getattr(now, key)!r}" for key in _COMPARED if getattr(self, key) != getattr(now, key)]
 
     def one_line(self) -> str:
         if not self.signed:
