@@ -469,3 +469,20 @@ def _policy(tmp_path: Path) -> Path:
     path.write_text('kernels-signers = false\nsigners = ["https://token.actions.githubusercontent.com='
                     'https://github.com/acme/k/.github/workflows/b.yml@refs/heads/main"]\n')
     return path
+
+
+def test_index_pages_carry_the_provenance_summary(cpu_build: Path, tmp_path: Path) -> None:
+    variant = signed_variant(cpu_build, tmp_path / "k")
+    root = tmp_path / "k" / "root.json"
+    assert to_wheel(variant.parent.parent, tmp_path / "out", "--trusted-root", root).returncode == 0
+    run_cli("index", tmp_path / "out", "-o", tmp_path / "site", "--trusted-root", root,
+            "--require-signature")
+    page = json.loads((tmp_path / "site" / "simple" / "img2gray" / "index.json").read_text())
+    assert [f["_provenance"] for f in page["files"]] == [{
+        "status": "signed", "identity": BUILD, "issuer": GITHUB, "log_index": 7,
+        "trusted_publisher": None, "dirty": None}]
+    # Under Sigstore's production root (the default) the test deployment's signature is
+    # refused: the site is not changed.
+    refused = run_cli("index", tmp_path / "out", "-o", tmp_path / "site2", check=False)
+    one_line_error(refused, "[provenance] k build/", "the signature does not verify", status=1)
+    assert not (tmp_path / "site2").exists()
