@@ -23,7 +23,7 @@ from kernel_wheels.errors import ProvenanceError
 from kernel_wheels.kernel.digest import sha256_b64
 from kernel_wheels.provenance import BuildFacts, Policy, parse_signer, verify_variant_folder
 from kernel_wheels.provenance.policy import KERNELS_SIGNERS
-from support.helpers import ROOT, make_venv, one_line_error, run_cli
+from support.helpers import ROOT, make_venv, one_line_error, run_cli, torch_wheel
 from support.hostile_hub import REPO, VARIANT, Answer, HostileHub, Repo, honest_files, hostile_hub
 
 GENERATOR = ROOT / "scripts" / "make_test_signature.py"
@@ -486,3 +486,21 @@ def test_index_pages_carry_the_provenance_summary(cpu_build: Path, tmp_path: Pat
     refused = run_cli("index", tmp_path / "out", "-o", tmp_path / "site2", check=False)
     one_line_error(refused, "[provenance] k build/", "the signature does not verify", status=1)
     assert not (tmp_path / "site2").exists()
+
+
+def test_install_verifies_before_installing(cpu_build: Path, tmp_path: Path,
+                                            tmp_path_factory: pytest.TempPathFactory) -> None:
+    variant = signed_variant(cpu_build, tmp_path / "k")
+    root = tmp_path / "k" / "root.json"
+    assert to_wheel(variant.parent.parent, tmp_path / "wheels", "--trusted-root", root).returncode == 0
+    python = make_venv(tmp_path / "venv", torch=torch_wheel(tmp_path_factory.mktemp("torch")))
+    where = ("--no-index", "-f", tmp_path / "wheels", "--python", python)
+    # Sigstore's production root (the default) refuses the test deployment's signature:
+    # nothing is installed.
+    refused = run_cli("install", "img2gray", *where, check=False)
+    one_line_error(refused, "was not installed: k build/", "the signature does not verify", status=1)
+    listed = subprocess.run([str(python), "-m", "pip", "list"], capture_output=True, text=True).stdout
+    assert "img2gray" not in listed
+    run_cli("install", "img2gray", *where, "--trusted-root", root, "--require-signature")
+    listed = subprocess.run([str(python), "-m", "pip", "list"], capture_output=True, text=True).stdout
+    assert "img2gray" in listed

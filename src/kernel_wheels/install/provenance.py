@@ -59,3 +59,16 @@ def verify_installed(python: Path | None, policy: Policy) -> list[InstalledVerif
             failures.append(exc.message)
         found.append(InstalledVerification(kernel, now, tuple(failures)))
     return found
+
+
+def verify_download(wheel: Path, policy: Policy) -> Verification | None:
+    """A downloaded wheel's provenance, before anything installs it: refused (one line
+    naming the wheel, the kernel, the variant and the reason) unless it verifies."""
+    from ..checks.provenance import verify_wheel
+    from ..checks.report import Status
+
+    findings, now = verify_wheel(wheel, policy)
+    failures = [f for f in findings if f.status is Status.FAIL]
+    if failures:
+        raise ProvenanceError(f"{wheel.name} was not installed: {failures[0].message}")
+    return now
