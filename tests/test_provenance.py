@@ -12,6 +12,7 @@ import sys
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urljoin
 
 import pytest
 from sigstore.errors import VerificationError
@@ -25,6 +26,7 @@ from kernel_wheels.provenance import BuildFacts, Policy, parse_signer, verify_va
 from kernel_wheels.provenance.policy import KERNELS_SIGNERS
 from support.helpers import ROOT, make_venv, one_line_error, run_cli, torch_wheel
 from support.hostile_hub import REPO, VARIANT, Answer, HostileHub, Repo, honest_files, hostile_hub
+from support.servers_serve import JSON_TYPE, get, serve
 
 GENERATOR = ROOT / "scripts" / "make_test_signature.py"
 GITHUB = "https://token.actions.githubusercontent.com"
@@ -504,3 +506,25 @@ def test_install_verifies_before_installing(cpu_build: Path, tmp_path: Path,
     run_cli("install", "img2gray", *where, "--trusted-root", root, "--require-signature")
     listed = subprocess.run([str(python), "-m", "pip", "list"], capture_output=True, text=True).stdout
     assert "img2gray" in listed
+
+
+def test_serve_converts_under_the_policy(hub: HostileHub, tmp_path: Path) -> None:
+    """serve's on-demand conversion verifies as to-wheel does: the signed wheel is served
+    (its record inside) under the deployment's root; under Sigstore's production root
+    (the default) the same wheel is refused, never served."""
+    hub.reset(signed_repo(tmp_path))
+    env = {"HF_ENDPOINT": hub.endpoint, "HF_HOME": str(tmp_path / "hf"), "HF_TOKEN": "",
+           "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    for name, options, served in (("trusted", ("--trusted-root", str(tmp_path / "root.json")), True),
+                                  ("production", (), False)):
+        with serve(REPO, tmp_path / name / "cache", env, "--retries", "0", *options) as server:
+            status, _, body = get(server.base + "simple/kernel/", accept=JSON_TYPE)
+            assert status == 200, body
+            url = urljoin(server.base + "simple/kernel/", json.loads(body)["files"][0]["url"])
+            status, _, wheel = get(url)
+            if served:
+                assert status == 200
+                (tmp_path / "served.whl").write_bytes(wheel)
+                assert verified_record(tmp_path / "served.whl")["status"] == "signed"
+            else:
+                assert status >= 500 and b"the signature does not verify" in wheel, (status, wheel)

@@ -82,6 +82,26 @@ class Policy:
         accepted += [policy.Identity(identity=s.identity, issuer=s.issuer) for s in self.signers]
         return policy.AnyOf(accepted)
 
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON (``serve`` hands its settings to its worker processes so)."""
+        return {"signers": [str(s) for s in self.signers], "kernels_signers": self.kernels_signers,
+                "trusted_root": str(self.trusted_root) if self.trusted_root else None,
+                "require_signature": self.require_signature,
+                "require_trusted_publisher": self.require_trusted_publisher,
+                "trust_remote_code": self.trust_remote_code, "require_clean": self.require_clean,
+                "trusted_repos": list(self.trusted_repos)}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Policy:
+        return cls(signers=tuple(parse_signer(s) for s in raw["signers"]),
+                   kernels_signers=bool(raw["kernels_signers"]),
+                   trusted_root=Path(raw["trusted_root"]) if raw["trusted_root"] else None,
+                   require_signature=bool(raw["require_signature"]),
+                   require_trusted_publisher=bool(raw["require_trusted_publisher"]),
+                   trust_remote_code=bool(raw["trust_remote_code"]),
+                   require_clean=bool(raw["require_clean"]),
+                   trusted_repos=tuple(raw["trusted_repos"]))
+
     def accepts_untrusted(self, repo_id: str | None) -> bool:
         """Whether an untrusted (or unknown) publisher passes this policy."""
         return (not self.require_trusted_publisher or self.trust_remote_code
