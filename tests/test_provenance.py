@@ -528,3 +528,24 @@ def test_serve_converts_under_the_policy(hub: HostileHub, tmp_path: Path) -> Non
                 assert verified_record(tmp_path / "served.whl")["status"] == "signed"
             else:
                 assert status >= 500 and b"the signature does not verify" in wheel, (status, wheel)
+
+
+def test_hub_flag_recorded_once_per_commit_same_bytes_offline(hub: HostileHub, tmp_path: Path) -> None:
+    """The wheel records the Hub's first answer for the commit (the same bytes run after
+    run, online or offline); a policy is held to the answer of now."""
+    hub.reset(signed_repo(tmp_path))
+    assert hub_convert(hub, tmp_path).returncode == 0
+    wheel = next((tmp_path / "out").glob("*.whl"))
+    first = wheel.read_bytes()
+    hub.override("overview:evil", Answer.json({"name": "evil", "fullname": "E", "avatarUrl": "",
+                                               "trustedKernelPublisher": True}))
+    now_trusted = hub_convert(hub, tmp_path, "--require-trusted-publisher", "--force")
+    assert now_trusted.returncode == 0, now_trusted.stderr
+    assert wheel.read_bytes() == first and verified_record(wheel)["trusted_publisher"] is False
+    env = {"HF_HUB_OFFLINE": "1"}
+    offline = run_cli("to-wheel", REPO, "1.0.0", "-o", tmp_path / "offline", "--trusted-root",
+                      tmp_path / "root.json", env={"HF_ENDPOINT": hub.endpoint, "HF_HOME": str(tmp_path / "hf"),
+                                                   "KERNEL_WHEELS_CACHE": str(tmp_path / "kw-cache"),
+                                                   "HF_TOKEN": "", **env})
+    assert "☸" in offline.stderr
+    assert (tmp_path / "offline" / wheel.name).read_bytes() == first

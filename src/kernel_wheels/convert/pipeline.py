@@ -9,6 +9,7 @@ wheels or none: a failure anywhere leaves the output folder as it was.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import threading
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
+from ..cache import read_publisher_trust, write_publisher_trust
 from ..errors import MetadataError, OutputExistsError, UsageError, VariantError
 from ..kernel.arrival import Arrival, ArrivalCancelled
 from ..kernel.digest import file_sha256
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from ..checks import CheckReport
 
 Progress = Callable[[str], None]
+_HUB_URL = re.compile(r"https://huggingface\.co/(?:kernels/)?([^/]+/[^/]+)")
 
 
 @dataclass(frozen=True)
@@ -198,14 +201,23 @@ class _Conversion:
         self.verified: dict[str, tuple[Verification, tuple[tuple[str, str], ...]]] = {}
 
     @cached_property
-    def publisher(self) -> tuple[str | None, bool | None]:
-        """The kernel's publisher and the Hub's trusted-publisher flag for it (asked
-        once, the way the kernels library asks; sources without publishers: unknown)."""
+    def publisher(self) -> tuple[str | None, bool | None, bool | None]:
+        """The kernel's publisher, the Hub's trusted-publisher flag as recorded in the
+        wheels, and as the Hub says it now (asked once, the way the kernels library
+        asks; sources without publishers: unknown). The recorded flag is the first
+        answer for this commit (kept in the tool's cache), so that the same commit gives
+        the same bytes online and offline; a policy is held to the answer of now when
+        there is one."""
         ask = getattr(self.source, "publisher_trust", None)
         if ask is None:
-            return None, None
-        publisher, trusted = ask()
-        return publisher, trusted
+            return None, None, None
+        publisher, now = ask()
+        commit = self.revision.commit
+        recorded = read_publisher_trust(commit) if commit else None
+        if recorded is None and now is not None and commit:
+            write_publisher_trust(commit, now)
+            recorded = now
+        return publisher, recorded, now
 
     def verify(self, variant: Variant, fetched: FetchedVariant) -> None:
         """The variant's bundle over its metadata.json, before anything is planned; the
@@ -219,13 +231,15 @@ class _Conversion:
         meta_path = fetched.path / "metadata.json"
         metadata = meta_path.read_bytes() if meta_path.is_file() else None
         bundle = bundle_path.read_bytes() if bundle_path.is_file() else None
-        publisher, trusted = self.publisher
-        # Named by what is the same for everyone converting it (a Hub repository id, else
-        # the kernel's folder name), never by how the request spelled a path: the record
-        # is part of the wheel's bytes.
-        kernel = getattr(self.source, "repo_id", None) or self.source.name
+        publisher, recorded, now = self.publisher
+        # Named by what is the same for everyone converting it (the Hub repository its
+        # canonical URL names, through the Hub or a clone; else the kernel's folder
+        # name), never by how the request spelled a path: the record is in the bytes.
+        hub = _HUB_URL.fullmatch(self.revision.source_url or "")
+        kernel = hub[1] if hub else getattr(self.source, "repo_id", None) or self.source.name
         found = verify_files(kernel, f"build/{variant.name}", metadata, bundle,
-                             self.options.policy, None, publisher, trusted)
+                             self.options.policy, None, publisher, now if now is not None else recorded)
+        found = replace(found, trusted_publisher=recorded)
         signed = tuple(sorted(signed_digest(found.kernel, found.variant, metadata).items())) \
             if found.signed and metadata is not None else ()
         self.verified[variant.name] = (found, signed)
@@ -337,7 +351,8 @@ class _Conversion:
         in each wheel (docs/provenance.md)."""
         found = [verification for verification, _ in self.verified.values()]
         unsigned = sum(1 for v in found if not v.signed)
-        publisher, trusted = self.publisher
+        publisher, _recorded, now = self.publisher
+        trusted = now if now is not None else _recorded
         parts = []
         if unsigned:
             parts.append(f"{unsigned} of {len(found)} variant(s) unsigned (no metadata.json.sigstore)")
