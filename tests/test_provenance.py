@@ -549,3 +549,22 @@ def test_hub_flag_recorded_once_per_commit_same_bytes_offline(hub: HostileHub, t
                                                    "HF_TOKEN": "", **env})
     assert "☸" in offline.stderr
     assert (tmp_path / "offline" / wheel.name).read_bytes() == first
+
+
+def test_mirror_converts_under_the_policy(hub: HostileHub, tmp_path: Path) -> None:
+    """A release whose signature does not verify under the mirror's policy is a refused
+    row, nothing of it lands in the destination; under the right root it is mirrored."""
+    hub.reset(signed_repo(tmp_path))
+    env = {"HF_ENDPOINT": hub.endpoint, "HF_HOME": str(tmp_path / "hf"), "HF_TOKEN": "",
+           "KERNEL_WHEELS_CACHE": str(tmp_path / "kw-cache"), "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    refused = run_cli("mirror", REPO, "--to", tmp_path / "strict", "--json", "--retries", "0",
+                      env=env, check=False)
+    rows = json.loads(refused.stdout)["items"]
+    assert [(r["status"], r["repo"]) for r in rows] == [("refused", REPO)], refused.stdout
+    assert "the signature does not verify" in rows[0]["detail"]
+    assert not list((tmp_path / "strict").rglob("*.whl"))
+    mirrored = run_cli("mirror", REPO, "--to", tmp_path / "site", "--json", "--retries", "0",
+                       "--trusted-root", tmp_path / "root.json", "--require-signature", env=env)
+    assert [r["status"] for r in json.loads(mirrored.stdout)["items"]] == ["added"]
+    (wheel,) = (tmp_path / "site").rglob("*.whl")
+    assert verified_record(wheel)["status"] == "signed"
