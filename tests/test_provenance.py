@@ -165,6 +165,7 @@ def test_default_signers_are_the_kernels_librarys() -> None:
     ("expired", "the signing certificate was not valid when the entry was logged"),
     ("other-artifact", "does not sign this metadata.json"),
     ("garbage", "metadata.json.sigstore is not a Sigstore bundle"),
+    ("huge", "bytes, not a Sigstore bundle (at most 1048576)"),
     ("other-root", "the signature does not verify"),
 ])
 def test_bad_signatures_are_refused_naming_kernel_variant_reason(
@@ -189,6 +190,8 @@ def test_bad_signatures_are_refused_naming_kernel_variant_reason(
                        "--deployment", tmp_path / "keys")
     elif case == "garbage":
         (variant / "metadata.json.sigstore").write_bytes(b"\x00not a bundle{")
+    elif case == "huge":
+        (variant / "metadata.json.sigstore").write_bytes(b" " * (1 << 20) + b"{}")
     elif case == "other-root":
         make_signature(variant / "metadata.json", tmp_path / "x.sigstore", tmp_path / "root.json")
     with pytest.raises(ProvenanceError) as refused:
@@ -284,6 +287,7 @@ def test_to_wheel_records_a_verified_signature_and_check_reverifies_it(
     ("expired", "the signing certificate was not valid when the entry was logged"),
     ("other-artifact", "the bundle does not sign this metadata.json"),
     ("garbage", "metadata.json.sigstore is not a Sigstore bundle"),
+    ("huge", "bytes, not a Sigstore bundle (at most 1048576)"),
 ])
 def test_to_wheel_refuses_what_does_not_verify(cpu_build: Path, tmp_path: Path, case: str,
                                                reason: str) -> None:
@@ -303,6 +307,8 @@ def test_to_wheel_refuses_what_does_not_verify(cpu_build: Path, tmp_path: Path, 
         make_signature(other, variant / "metadata.json.sigstore", root, "--deployment", keys)
     elif case == "garbage":
         (variant / "metadata.json.sigstore").write_text('{"mediaType": "nonsense"}')
+    elif case == "huge":
+        (variant / "metadata.json.sigstore").write_bytes(b" " * (1 << 20) + b"{}")
     # --no-check: the signed digests are compared whatever the checks do.
     proc = to_wheel(variant.parent.parent, tmp_path / "out", "--trusted-root", root, "--no-check")
     one_line_error(proc, f"k build/{variant.name}: ", reason, status=1)

@@ -39,6 +39,10 @@ def check_provenance(facts: WheelContents, policy: Policy) -> tuple[list[Finding
     variant = recorded.variant if recorded else f"build/{folder.split('/')[1]}"
     metadata = facts.signed.get(f"{folder}/metadata.json")
     bundle = facts.signed.get(f"{folder}/{BUNDLE}")
+    for name in ("metadata.json", BUNDLE):
+        if f"{folder}/{name}" in facts.hashes and f"{folder}/{name}" not in facts.signed:
+            return [Finding("provenance", Status.FAIL, f"{kernel} {variant}: {name} is too large "
+                                                       "to be what it claims")], None
     prefix = folder + "/"
     files = {name[len(prefix):]: base64.b64encode(digest).decode("ascii")
              for name, digest in facts.hashes.items()

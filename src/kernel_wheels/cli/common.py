@@ -144,8 +144,13 @@ def policy(args: argparse.Namespace) -> Any:
         from ..errors import UsageError
 
         raise UsageError(f"--trusted-root {args.trusted_root}: no such file")
-    return combined(base, signers=tuple(parse_signer(s) for s in args.signer),
-                    trusted_root=args.trusted_root, require_signature=args.require_signature,
-                    require_trusted_publisher=getattr(args, "require_trusted_publisher", False),
-                    trust_remote_code=getattr(args, "trust_remote_code", False),
-                    require_clean=args.require_clean)
+    found = combined(base, signers=tuple(parse_signer(s) for s in args.signer),
+                     trusted_root=args.trusted_root, require_signature=args.require_signature,
+                     require_trusted_publisher=getattr(args, "require_trusted_publisher", False),
+                     trust_remote_code=getattr(args, "trust_remote_code", False),
+                     require_clean=args.require_clean)
+    if found.trusted_root is not None and not found.trusted_root.is_file():
+        from ..errors import UsageError
+
+        raise UsageError(f"the policy file's trusted-root {found.trusted_root}: no such file")
+    return found

@@ -33,7 +33,7 @@ from ..kernel.variants import Variant
 from ..kernel.versions import RequestKind, VersionRequest, wheel_version
 from ..progress import as_progress
 from ..provenance import Policy, Verification, verify_files
-from ..provenance.verify import BUNDLE, signed_digest
+from ..provenance.verify import BUNDLE, MAX_BUNDLE, signed_digest
 from ..sources import FetchedVariant, KernelSource
 from ..wheel import compression
 from ..wheel.plan import TagOptions, check_distribution_name
@@ -230,7 +230,11 @@ class _Conversion:
             bundle_path = arriving.final
         meta_path = fetched.path / "metadata.json"
         metadata = meta_path.read_bytes() if meta_path.is_file() else None
-        bundle = bundle_path.read_bytes() if bundle_path.is_file() else None
+        bundle = None
+        if bundle_path.is_file():
+            # Never more than a bundle's size read (a hostile source's huge file is refused).
+            with bundle_path.open("rb") as stream:
+                bundle = stream.read(MAX_BUNDLE + 1)
         publisher, recorded, now = self.publisher
         # Named by what is the same for everyone converting it (the Hub repository its
         # canonical URL names, through the Hub or a clone; else the kernel's folder

@@ -26,6 +26,9 @@ from .record import BuildFacts, Verification
 from .signature import SignatureRefused, verify_bundle
 
 BUNDLE = "metadata.json.sigstore"
+#: A Sigstore bundle is a few kB; a larger one is refused before it is read (a hostile
+#: source must not make the tool hold gigabytes).
+MAX_BUNDLE = 1 << 20
 
 
 def _refuse(kernel: str, variant: str, reason: str) -> ProvenanceError:
@@ -48,6 +51,9 @@ def verify_files(kernel: str, variant: str, metadata: bytes | None, bundle: byte
         return enforce(replace(verification, publisher=publisher, trusted_publisher=trusted), policy)
     if metadata is None:
         raise _refuse(kernel, variant, "metadata.json.sigstore without the metadata.json it signs")
+    if len(bundle) > MAX_BUNDLE:
+        raise _refuse(kernel, variant, f"metadata.json.sigstore is {len(bundle)} bytes, not a "
+                                       f"Sigstore bundle (at most {MAX_BUNDLE})")
     try:
         signed = verify_bundle(metadata, bundle, policy)
     except SignatureRefused as exc:
@@ -126,7 +132,12 @@ def verify_variant_folder(folder: Path, kernel: str, policy: Policy, *, variant:
 
 def _read(path: Path, kernel: str, variant: str) -> bytes | None:
     try:
-        return path.read_bytes() if path.is_file() else None
+        if not path.is_file():
+            return None
+        if path.name == BUNDLE and path.stat().st_size > MAX_BUNDLE:
+            raise _refuse(kernel, variant, f"{BUNDLE} is {path.stat().st_size} bytes, not a "
+                                           f"Sigstore bundle (at most {MAX_BUNDLE})")
+        return path.read_bytes()
     except OSError as exc:
         raise _refuse(kernel, variant, f"cannot read {path.name}: {exc.strerror or exc}") from None
 
