@@ -120,6 +120,12 @@ class CheckedSource:
     def card(self, revision: Revision) -> str | None:
         return self._asked("reading the card", partial(self.source.card, revision))
 
+    def publisher_trust(self) -> tuple[str | None, bool | None]:
+        """The Hub source's answer (docs/provenance.md), as to-wheel records it: the same
+        bytes from serve and to-wheel."""
+        ask = getattr(self.source, "publisher_trust", None)
+        return ask() if ask is not None else (None, None)
+
     def _asked(self, what: str, call: Callable[[], T]) -> T:
         try:
             return call()
