@@ -75,8 +75,19 @@ def test_sample_wheels_pass(sample_wheels: list[Path]) -> None:
     for report in reports:
         checks = {f["check"] for f in report["findings"] if f["status"] == "pass"}
         assert checks >= {"record", "metadata", "wheel", "digest", "manylinux", "abi3"}
-        assert not [f for f in report["findings"] if f["status"] != "pass"]
+        # The sample kernel's builds are unsigned: a fact check reports, not a failure
+        # (docs/provenance.md); everything else passes.
+        assert [f for f in report["findings"] if f["status"] != "pass"] == [
+            {"check": "provenance", "status": "not verified",
+             "message": f"img2gray build/{_variant(report)}: "
+                        "unsigned (no metadata.json.sigstore)"}]
     assert "2 of 2 wheels passed" in proc.stderr
+
+
+def _variant(report: dict[str, object]) -> str:
+    """The variant folder a sample wheel carries (torch213 CPU or torch214 CUDA)."""
+    return ("torch213-cxx11-cpu-x86_64-linux" if "cpu" in str(report["wheel"])
+            else "torch214-cxx11-cu130-x86_64-linux")
 
 
 def _auditwheel_show_policy(wheel: Path) -> str:

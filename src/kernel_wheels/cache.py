@@ -1,8 +1,9 @@
 """kernel-wheels' own cache folder (git mirrors, commit times of Hub revisions).
 
 ``KERNEL_WHEELS_CACHE`` if set, else ``$XDG_CACHE_HOME/kernel-wheels`` (``~/.cache``).
-Only immutable facts are kept (a commit's time never changes), so the cache can never
-be stale, only missing.
+Only immutable facts are kept (a commit's time never changes; the Hub's first answer
+about a commit's publisher is kept as that, never replaced), so the cache can never be
+stale, only missing.
 """
 
 from __future__ import annotations
@@ -47,3 +48,33 @@ def write_commit_time(commit: str, seconds: int) -> None:
         os.replace(temp, folder / commit)
     except OSError:
         pass  # a cache that cannot be written only costs a later offline run its timestamp
+
+
+def read_publisher_trust(commit: str) -> bool | None:
+    """The Hub's trusted-publisher flag for a commit's publisher as it was when the
+    commit was first converted here (None: never asked, or not answered)."""
+    if not _COMMIT.fullmatch(commit):
+        return None
+    try:
+        text = (cache_dir("publisher-trust") / commit).read_text().strip()
+    except OSError:
+        return None
+    return {"true": True, "false": False}.get(text)
+
+
+def write_publisher_trust(commit: str, trusted: bool) -> None:
+    """Kept once, never replaced: a wheel of this commit records the same flag online
+    and offline, run after run (the first answer is the fact kept)."""
+    if not _COMMIT.fullmatch(commit):
+        return
+    folder = cache_dir("publisher-trust")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        temp = folder / f".{commit}.{os.getpid()}"
+        temp.write_text("true\n" if trusted else "false\n")
+        if not (folder / commit).exists():
+            os.replace(temp, folder / commit)
+        else:
+            temp.unlink()
+    except OSError:
+        pass  # a cache that cannot be written only costs an offline run the flag

@@ -133,3 +133,9 @@ class WheelUnavailableError(ServeError):
     def __init__(self, message: str, *, upstream: bool) -> None:
         super().__init__(message)
         self.upstream = upstream
+
+
+class ProvenanceError(KernelWheelsError):
+    """A build's provenance does not pass: its signature, its signed digests, or the
+    policy (a signature, a trusted publisher or a clean build required). The message
+    names the kernel, the variant and the reason."""

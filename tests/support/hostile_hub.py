@@ -113,6 +113,9 @@ class Repo:
 _ROUTE = re.compile(r"^/api/(?P<type>kernel|model)s/(?P<repo>[^/]+/[^/]+)/"
                     r"(?:(?P<refs>refs)|revision/(?P<rev>[^/]+)|tree/(?P<tree_rev>[^/]+)(?:/(?P<folder>.*))?)$")
 _RESOLVE = re.compile(r"^/(?:kernels/)?(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<path>.+)$")
+#: The organisation overview the kernels library reads ``trustedKernelPublisher`` from;
+#: route ``overview:<org>``, honestly a 404 (no organisation of that name).
+_OVERVIEW = re.compile(r"^/api/organizations/(?P<org>[^/]+)/overview$")
 
 
 class HostileHub:
@@ -159,6 +162,9 @@ class HostileHub:
         elif (match := _RESOLVE.match(path)) is not None:
             file_path = unquote(match["path"])
             route, honest = f"file:{file_path}", lambda: self.repo.file(file_path)
+        elif (match := _OVERVIEW.match(path)) is not None:
+            route, honest = f"overview:{match['org']}", lambda: Answer.json(
+                {"error": "Organization not found"}, 404)
         else:
             return Answer.json({"error": "no such route"}, 404)
         given = self.overrides.get(route)

@@ -14,12 +14,14 @@ import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename
 
 from ..elf.reader import ELF_MAGIC, ElfError, ElfInfo, read_elf, read_elf_bytes
+from ..provenance import Policy
 from ..wheel.writer import Member, WrittenWheel
 from .abi3 import check_abi3, check_abi3_with_abi3audit
 from .contents import check_metadata_and_wheel, parse_filename
@@ -29,6 +31,7 @@ from .foreign import MACHO_MAGICS, check_macho, check_pe
 from .linkage import check_structure
 from .manylinux import manylinux_findings
 from .members import check_members
+from .provenance import check_provenance
 from .report import CheckReport, Finding, Status
 from .sbom import check_sbom
 from .variants import check_variant_json
@@ -51,9 +54,10 @@ def _platform_arch(platform: str) -> str | None:
 
 
 def check_wheel(path: Path, *, filename: str | None = None,
-                archive: zipfile.ZipFile | None = None) -> CheckReport:
+                archive: zipfile.ZipFile | None = None, policy: Policy | None = None) -> CheckReport:
     """Run every check on the wheel at ``path``. ``filename`` is the name it claims
-    (defaults to the file's own name); ``archive``, the wheel already open, if it is."""
+    (defaults to the file's own name); ``archive``, the wheel already open, if it is;
+    ``policy``: re-verify the wheel's provenance under it (``check``, ``verify``)."""
     filename = filename or path.name
     if not path.is_file():
         what = "is a folder, not a wheel" if path.is_dir() else "does not exist"
@@ -69,7 +73,7 @@ def check_wheel(path: Path, *, filename: str | None = None,
         except UNREADABLE as exc:
             return CheckReport(filename, (Finding("wheel", Status.FAIL,
                                                   f"unreadable wheel: {exc}"),))
-        return evaluate(facts)
+        return evaluate(facts, policy)
 
 
 class _Scratch:
@@ -93,18 +97,18 @@ class _Scratch:
             self._folder.cleanup()
 
 
-def check_wheels(paths: list[Path], *, jobs: int = 0) -> list[CheckReport]:
+def check_wheels(paths: list[Path], *, jobs: int = 0, policy: Policy | None = None) -> list[CheckReport]:
     """:func:`check_wheel` on many wheels, in worker processes when there are several."""
     workers = min(jobs or os.cpu_count() or 1, len(paths))
     if workers <= 1:
-        return [check_wheel(path) for path in paths]
+        return [check_wheel(path, policy=policy) for path in paths]
     # Imported here: to-wheel checks in its own threads and need not load them.
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("forkserver")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        return list(pool.map(check_wheel, paths))
+        return list(pool.map(partial(check_wheel, policy=policy), paths))
 
 
 def check_written_wheel(written: WrittenWheel, members: list[Member], filename: str) -> CheckReport:
@@ -112,13 +116,17 @@ def check_written_wheel(written: WrittenWheel, members: list[Member], filename: 
     return evaluate(written_wheel_contents(written, members, filename))
 
 
-def evaluate(facts: WheelContents) -> CheckReport:
-    """Judge the facts of one wheel against everything its name claims."""
+def evaluate(facts: WheelContents, policy: Policy | None = None) -> CheckReport:
+    """Judge the facts of one wheel against everything its name claims (and its
+    provenance against ``policy``, when given: to-wheel compared the bytes it packed
+    with the signature already, convert/produce.py)."""
     _, _, tags = parse_filename(facts.filename)
     findings = list(facts.findings)
     findings += check_metadata_and_wheel(facts)
     findings += check_members(facts)
     findings += check_digests(facts)
+    if policy is not None:
+        findings += check_provenance(facts, policy)[0]
     findings += check_sbom(facts)
     findings += check_variant_json(facts)
     binary_findings, honest = _check_binaries(facts, tags)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..provenance.record import VERIFIED_FILE
 from ..wheel.metadata import PROVENANCE_FILE
 from ..wheel.sbom import SBOM_FOLDER, SBOM_NAME
 from ..wheel.variant_label import VARIANT_JSON
@@ -32,7 +33,10 @@ BINARY_SUFFIXES = (".so", ".dylib", ".dll", ".pyd")
 SBOM_TEXT = f"{SBOM_FOLDER}/{SBOM_NAME}"
 #: Declares the commands an installer writes into ``bin/`` (checks/members.py refuses them).
 ENTRY_POINTS = "entry_points.txt"
-_TEXTS = ("METADATA", "WHEEL", PROVENANCE_FILE, SBOM_TEXT, VARIANT_JSON, ENTRY_POINTS)
+_TEXTS = ("METADATA", "WHEEL", PROVENANCE_FILE, SBOM_TEXT, VARIANT_JSON, ENTRY_POINTS, VERIFIED_FILE)
+#: A variant folder's signed files (``<module>/<variant>/<name>``), kept as bytes for
+#: the provenance check: the signature is over these exact bytes.
+SIGNED_NAMES = ("metadata.json", "metadata.json.sigstore")
 _CHUNK = 1 << 20
 _MAX_TEXT = 16 << 20  # a METADATA or provenance record larger than this is not read
 _BINARY_IN_MEMORY = 16 << 20  # binaries up to this size are checked from memory
@@ -67,6 +71,8 @@ class WheelContents:
     findings: list[Finding] = field(default_factory=list)
     #: The wheel file itself.
     path: Path | None = None
+    #: metadata.json and its bundle of each variant folder, by member name (bytes).
+    signed: dict[str, bytes] = field(default_factory=dict)
 
     @property
     def provenance(self) -> dict[str, Any] | None:
@@ -86,6 +92,10 @@ def _text_name(dist_info: str | None, arcname: str) -> str | None:
         return None
     inside = arcname[len(dist_info) + 1:]
     return inside if inside in _TEXTS else None
+
+
+def is_signed_name(arcname: str) -> bool:
+    return arcname.count("/") == 2 and arcname.rsplit("/", 1)[1] in SIGNED_NAMES
 
 
 def _find_dist_info(members: Iterable[str]) -> str | None:
@@ -139,7 +149,9 @@ def read_wheel_contents(path: Path, filename: str, scratch: Callable[[], Path],
                 continue
             digest = hashlib.sha256()
             size = 0
-            keep_text = _text_name(facts.dist_info, name) is not None and info.file_size <= _MAX_TEXT
+            keep_signed = is_signed_name(name) and info.file_size <= _MAX_TEXT
+            keep_text = (_text_name(facts.dist_info, name) is not None and info.file_size <= _MAX_TEXT) \
+                or keep_signed
             binary = is_binary_name(name)
             in_memory = binary and info.file_size <= _BINARY_IN_MEMORY
             text = bytearray()
@@ -168,7 +180,9 @@ def read_wheel_contents(path: Path, filename: str, scratch: Callable[[], Path],
                 facts.binaries[name] = target
             elif in_memory:
                 facts.binaries[name] = bytes(text)
-            if keep_text:
+            if keep_signed:
+                facts.signed[name] = bytes(text)
+            elif keep_text:
                 facts.texts[name.split("/", 1)[1]] = text.decode("utf-8", "replace")
             if record is None:
                 continue
@@ -207,6 +221,8 @@ def written_wheel_contents(written: WrittenWheel, members: list[Member], filenam
             facts.texts[text_name] = (content or b"").decode("utf-8")
         elif is_binary_name(member.arcname) and member.source is not None:
             facts.binaries[member.arcname] = member.source
+        elif is_signed_name(member.arcname):
+            facts.signed[member.arcname] = member.read_bytes()
     facts.findings.append(Finding("record", Status.PASS,
                                   "RECORD written from the hashes of the bytes packed"))
     return facts

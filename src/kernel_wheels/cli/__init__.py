@@ -21,7 +21,7 @@ from .common import PROG, add_output, print_json_error, stderr
 
 # Command modules, in the order `kernel-wheels --help` lists them.
 COMMANDS = ("to_wheel", "check", "variants", "versions", "build", "index", "yank", "publish", "install",
-            "local_kernels", "serve", "completion", "mirror")
+            "local_kernels", "serve", "completion", "mirror", "verify")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .common import positive_int
+from .common import add_policy, policy, positive_int
 
 
 def register(commands: Any) -> argparse.ArgumentParser:
@@ -15,7 +15,9 @@ def register(commands: Any) -> argparse.ArgumentParser:
         "check", help="check wheels against everything their names claim",
         description="Check RECORD hashes, METADATA and WHEEL, manylinux symbol versions "
                     "(torch's libraries excluded), architecture, RPATH, PyInit, the limited "
-                    "API and metadata.json digests. Exit status: 0 every wheel passed; "
+                    "API, metadata.json digests, and provenance: each variant's Sigstore "
+                    "bundle re-verified offline under the policy options (docs/provenance.md). "
+                    "Exit status: 0 every wheel passed; "
                     "1 a wheel failed a check; 2 a usage error (bad option, a path that does "
                     "not exist, a folder without wheels).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -28,6 +30,7 @@ def register(commands: Any) -> argparse.ArgumentParser:
                     help="print a JSON report on stdout (a JSON error object on a usage error)")
     ck.add_argument("-j", "--jobs", type=positive_int, default=0,
                     help="wheels checked at once, in worker processes (default: one per CPU)")
+    add_policy(ck)
     return ck
 
 
@@ -51,7 +54,7 @@ def _wheels(paths: list[Path]) -> list[Path]:
 def run(args: argparse.Namespace) -> int:
     from ..checks import Status, check_wheels
 
-    reports = check_wheels(_wheels(args.wheels), jobs=args.jobs)
+    reports = check_wheels(_wheels(args.wheels), jobs=args.jobs, policy=policy(args))
     if args.json:
         print(json.dumps([r.to_dict() for r in reports], indent=2))
     else:

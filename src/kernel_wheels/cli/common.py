@@ -110,3 +110,47 @@ def network(args: argparse.Namespace) -> Any:
     from ..network import NetworkSettings
 
     return NetworkSettings.from_environment(args.timeout, args.retries)
+
+
+def add_policy(parser: argparse.ArgumentParser, *, publisher: bool = True) -> None:
+    """The provenance policy options (docs/provenance.md), the same on every command
+    that takes them. ``publisher``: the command can ask the Hub about publishers."""
+    group = parser.add_argument_group("provenance policy (docs/provenance.md)")
+    group.add_argument("--policy", type=Path, metavar="FILE",
+                       help="a policy file (TOML); the options below tighten it")
+    group.add_argument("--signer", action="append", default=[], metavar="ISSUER=IDENTITY",
+                       help="also accept signatures by this OIDC issuer and certificate identity "
+                            "(repeatable; kernels-community's build workflows are accepted by default)")
+    group.add_argument("--trusted-root", type=Path, metavar="FILE",
+                       help="a private Sigstore deployment's trusted root (default: Sigstore's "
+                            "production root, as the sigstore library ships it; offline)")
+    group.add_argument("--require-signature", action="store_true",
+                       help="refuse variants without a metadata.json.sigstore bundle")
+    group.add_argument("--require-clean", action="store_true",
+                       help="refuse variants built from a dirty git tree")
+    if publisher:
+        group.add_argument("--require-trusted-publisher", action="store_true",
+                           help="refuse kernels whose publisher the Hub does not mark as trusted "
+                                "(as the kernels library does)")
+        group.add_argument("--trust-remote-code", action="store_true",
+                           help="accept untrusted publishers anyway (kernels' trust_remote_code=True)")
+
+
+def policy(args: argparse.Namespace) -> Any:
+    from ..provenance.policy import combined, load_policy_file, parse_signer
+
+    base = load_policy_file(args.policy) if args.policy is not None else None
+    if args.trusted_root is not None and not args.trusted_root.is_file():
+        from ..errors import UsageError
+
+        raise UsageError(f"--trusted-root {args.trusted_root}: no such file")
+    found = combined(base, signers=tuple(parse_signer(s) for s in args.signer),
+                     trusted_root=args.trusted_root, require_signature=args.require_signature,
+                     require_trusted_publisher=getattr(args, "require_trusted_publisher", False),
+                     trust_remote_code=getattr(args, "trust_remote_code", False),
+                     require_clean=args.require_clean)
+    if found.trusted_root is not None and not found.trusted_root.is_file():
+        from ..errors import UsageError
+
+        raise UsageError(f"the policy file's trusted-root {found.trusted_root}: no such file")
+    return found

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .common import positive_int, writable_folder
+from .common import add_policy, policy, positive_int, writable_folder
 
 EPILOG = """\
 examples:
@@ -23,7 +23,9 @@ index.json, PEP 658 .metadata files); site/<target>/simple/ lists, per release a
 platform, the one build a machine of that target should get, so that plain pip picks
 the right binary and never touches the installed torch. A target key is a variant name
 without its arch and OS: torch27-cxx11-cu128, torch213-cxx11-cpu, torch213-metal.
-Every wheel is checked first; one that fails is refused and nothing changes.
+Every wheel is checked first (its provenance re-verified under the policy options);
+one that fails is refused and nothing changes. The JSON pages carry each file's
+provenance summary as "_provenance" (docs/provenance.md).
 See docs/index-scheme.md.
 """
 
@@ -45,6 +47,7 @@ def register(commands: Any) -> argparse.ArgumentParser:
     ix.add_argument("-j", "--jobs", type=positive_int, default=0,
                     help="processes checking new wheels (default: one per CPU)")
     ix.add_argument("--json", action="store_true", help="print a JSON result on stdout")
+    add_policy(ix, publisher=True)
     return ix
 
 
@@ -52,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
     writable_folder(args.output, "-o")  # before any work (a build takes minutes)
     from ..site.build import build_site
 
-    result = build_site(args.output, args.inputs, args.target, jobs=args.jobs, progress=args.progress)
+    result = build_site(args.output, args.inputs, args.target, jobs=args.jobs, progress=args.progress,
+                        policy=policy(args))
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .common import stderr
+from .common import add_policy, policy, stderr
 
 EPILOG = """\
 examples:
@@ -73,6 +73,7 @@ def register(commands: Any) -> argparse.ArgumentParser:
                      help="what installs the chosen file into the target Python (default: pip)")
     ins.add_argument("--dry-run", action="store_true", help="choose and explain, install nothing")
     ins.add_argument("--json", action="store_true", help="print the decision as JSON on stdout")
+    add_policy(ins)
     ins.add_argument("--timeout", type=float, metavar="SECONDS",
                      help="connect timeout, and the window in which each transfer must move "
                           "64 KiB/s (default: $KERNEL_WHEELS_TIMEOUT or 60)")
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     settings = resolve(flags, prefix=_prefix(args.python))
     result = install(args.requirement, settings, python=args.python,
                      installer=args.installer, dry_run=args.dry_run, progress=args.progress,
-                     timeout=index_timeout(args.timeout))
+                     timeout=index_timeout(args.timeout), policy=policy(args))
     choice = result.choice
     environment = choice.environment
     document = {**choice.to_dict(), "command": list(result.command),

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..progress import Task
-from .common import add_filters, add_network, add_source, filters, network, positive_int
+from .common import add_filters, add_network, add_policy, add_source, filters, network, policy, positive_int
 from .progress import TerminalProgress, from_args
 
 EPILOG = """\
@@ -73,6 +73,7 @@ def register(commands: Any) -> argparse.ArgumentParser:
     mp.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     add_source(mp)
     add_network(mp)
+    add_policy(mp)
     return mp
 
 
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("name what to mirror: REPO ..., --org ORG or --lock FILE")
     options = MirrorOptions(filters(args), VersionSelection.parse(args.versions, args.newest),
                             Shard.parse(args.shard), args.replace_moved, args.prune, args.dry_run,
-                            args.jobs)
+                            args.jobs, policy=policy(args))
     uploads = None
     if is_index_url(args.to):
         if not args.state:

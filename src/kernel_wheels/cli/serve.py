@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .common import add_network, add_source
+from .common import add_network, add_policy, add_source, policy
 
 # The command line stays light: the server's modules are imported when it runs.
 DEFAULT_TTL = 300.0
@@ -76,6 +76,7 @@ def register(commands: Any) -> argparse.ArgumentParser:
                          "default) or degraded (serve the others; /healthz says degraded)")
     add_source(sv)
     add_network(sv)
+    add_policy(sv)
     return sv
 
 
@@ -111,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         cache_size=parse_size(args.cache_size), auth_file=args.auth_file,
         repo_type=args.repo_type, timeout=args.timeout, retries=args.retries,
         idle_timeout=args.idle_timeout if args.idle_timeout is not None else idle_timeout_from_environment(),
-        conversions=args.conversions, unlisted=args.unlisted)
+        conversions=args.conversions, unlisted=args.unlisted, policy=policy(args))
     from ..serve.server import run_server
 
     run_server(settings)

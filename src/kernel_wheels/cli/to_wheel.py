@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .common import add_filters, add_network, add_source, filters, network, positive_int
+from .common import add_filters, add_network, add_policy, add_source, filters, network, policy, positive_int
 
 EPILOG = """\
 examples:
@@ -21,10 +21,15 @@ examples:
   kernel-wheels to-wheel drbh/img2gray 1.1.2 --variants      # plus variant wheels (draft PEP 825)
   kernel-wheels to-wheel --lock my-project -o wheels          # what kernels.lock pins, verified
   kernel-wheels to-wheel --lock kernels.lock --backend cpu -o wheels
+  kernel-wheels to-wheel drbh/img2gray 1.1.2 --require-signature --require-trusted-publisher
 
 A run writes all its wheels or none. Wheels are checked before they are written
 (--no-check skips that). The same commit and options give byte-identical wheels on
 every machine (see docs/wheel-contract.md for exactly what the bytes depend on).
+
+Each variant's Sigstore bundle (metadata.json.sigstore) is verified before it is
+converted, offline, with the kernels library's signer policy; one that does not verify
+is refused. What was verified is recorded in the wheel (docs/provenance.md).
 
 Moving from `kernels to-wheel REPO VERSION`: replace `kernels` with `kernel-wheels`;
 --python-version and --manylinux-version work as before.
@@ -78,6 +83,7 @@ def register(commands: Any) -> argparse.ArgumentParser:
     add_filters(tw)
     add_source(tw)
     add_network(tw)
+    add_policy(tw)
     return tw
 
 
@@ -109,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         manylinux_auto=auto,
         variants=args.variants,
+        policy=policy(args),
         **({"compression": args.compression} if args.compression is not None else {}),
     )
     settings = network(args)

@@ -19,6 +19,7 @@ from ..kernel.layout import PackedFile, VariantLayout
 from ..kernel.metadata import KernelMetadata, kernel_requirements, python_requirements
 from ..kernel.revision import Revision
 from ..kernel.variants import Variant
+from ..provenance import VERIFIED_FILE, Verification
 from ..wheel.guard import guard_member
 from ..wheel.loader import loader_member
 from ..wheel.metadata import (
@@ -62,6 +63,10 @@ class WheelJob:
     staging: Path
     #: Set for the build's variant wheel (``--variants``): its label and properties.
     variant_wheel: VariantWheel | None = None
+    #: What the variant's provenance proved (``<dist-info>/kernel_wheels.verified.json``).
+    verification: Verification | None = None
+    #: A signed variant's digest (relpath, base64 sha256): the packed bytes must match it.
+    signed_files: tuple[tuple[str, str], ...] = ()
 
     def plan(self, tags: TagOptions | None = None) -> WheelPlan:
         label = self.variant_wheel.label if self.variant_wheel else None
@@ -133,6 +138,8 @@ def job_members(job: WheelJob, plan: WheelPlan) -> list[Member]:
         record["variant_label"] = job.variant_wheel.label
         texts[VARIANT_JSON] = variant_json_text({job.variant_wheel.label: job.variant_wheel.properties})
     texts[PROVENANCE_FILE] = provenance_text(record)
+    if job.verification is not None:
+        texts[VERIFIED_FILE] = job.verification.text()
     members += [Member(f"{plan.dist_info}/{name}", content=text.encode())
                 for name, text in texts.items()]
     members.append(sbom_member(plan.dist_info, sbom_facts(job, plan)))

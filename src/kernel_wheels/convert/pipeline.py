@@ -9,6 +9,7 @@ wheels or none: a failure anywhere leaves the output folder as it was.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import threading
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
+from ..cache import read_publisher_trust, write_publisher_trust
 from ..errors import MetadataError, OutputExistsError, UsageError, VariantError
 from ..kernel.arrival import Arrival, ArrivalCancelled
 from ..kernel.digest import file_sha256
@@ -30,6 +32,8 @@ from ..kernel.selection import VariantFilter, select_variants
 from ..kernel.variants import Variant
 from ..kernel.versions import RequestKind, VersionRequest, wheel_version
 from ..progress import as_progress
+from ..provenance import Policy, Verification, verify_files
+from ..provenance.verify import BUNDLE, MAX_BUNDLE, signed_digest
 from ..sources import FetchedVariant, KernelSource
 from ..wheel import compression
 from ..wheel.plan import TagOptions, check_distribution_name
@@ -42,6 +46,7 @@ if TYPE_CHECKING:
     from ..checks import CheckReport
 
 Progress = Callable[[str], None]
+_HUB_URL = re.compile(r"https://huggingface\.co/(?:kernels/)?([^/]+/[^/]+)")
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,9 @@ class ConvertOptions:
     compression: int = compression.DEFAULT_LEVEL
     #: Also write each build's variant wheel (PEP 825 draft; docs/variants.md).
     variants: bool = False
+    #: What each variant's provenance must prove (docs/provenance.md); by default the
+    #: kernels library's: a bundle, when there is one, must verify.
+    policy: Policy = field(default_factory=Policy)
 
     def __post_init__(self) -> None:
         if self.manylinux_auto and not self.check:
@@ -190,6 +198,55 @@ class _Conversion:
         self.planned: dict[str, tuple[tuple[str, str], list[Future[ProducedWheel]]]] = {}
         self.reported: set[str] = set()
         self.filenames: dict[str, str] = {}  # wheel file name -> the variant planned as it
+        self.verified: dict[str, tuple[Verification, tuple[tuple[str, str], ...]]] = {}
+
+    @cached_property
+    def publisher(self) -> tuple[str | None, bool | None, bool | None]:
+        """The kernel's publisher, the Hub's trusted-publisher flag as recorded in the
+        wheels, and as the Hub says it now (asked once, the way the kernels library
+        asks; sources without publishers: unknown). The recorded flag is the first
+        answer for this commit (kept in the tool's cache), so that the same commit gives
+        the same bytes online and offline; a policy is held to the answer of now when
+        there is one."""
+        ask = getattr(self.source, "publisher_trust", None)
+        if ask is None:
+            return None, None, None
+        publisher, now = ask()
+        commit = self.revision.commit
+        recorded = read_publisher_trust(commit) if commit else None
+        if recorded is None and now is not None and commit:
+            write_publisher_trust(commit, now)
+            recorded = now
+        return publisher, recorded, now
+
+    def verify(self, variant: Variant, fetched: FetchedVariant) -> None:
+        """The variant's bundle over its metadata.json, before anything is planned; the
+        signed digests are compared with the bytes packed (produce.py), so every file is
+        read once."""
+        bundle_path = fetched.path / BUNDLE
+        if (arriving := fetched.arriving.get(BUNDLE)) is not None:
+            if not arriving.wait(self.cancel):
+                raise ArrivalCancelled(f"build/{variant.name}/{BUNDLE} did not arrive")
+            bundle_path = arriving.final
+        meta_path = fetched.path / "metadata.json"
+        metadata = meta_path.read_bytes() if meta_path.is_file() else None
+        bundle = None
+        if bundle_path.is_file():
+            # Never more than a bundle's size read (a hostile source's huge file is refused).
+            with bundle_path.open("rb") as stream:
+                bundle = stream.read(MAX_BUNDLE + 1)
+        publisher, recorded, now = self.publisher
+        # Named by what is the same for everyone converting it (the Hub repository its
+        # canonical URL names, through the Hub or a clone; else the kernel's folder
+        # name), never by how the request spelled a path: the record is in the bytes.
+        hub = _HUB_URL.fullmatch(self.revision.source_url or "")
+        kernel = hub[1] if hub else getattr(self.source, "repo_id", None) or self.source.name
+        found = verify_files(kernel, f"build/{variant.name}", metadata, bundle,
+                             self.options.policy, None, publisher, now if now is not None else recorded)
+        found = replace(found, trusted_publisher=recorded)
+        signed = tuple(sorted(signed_digest(found.kernel, found.variant, metadata).items())) \
+            if found.signed and metadata is not None else ()
+        self.verified[variant.name] = (found, signed)
 
     @cached_property
     def card(self) -> str | None:
@@ -205,6 +262,7 @@ class _Conversion:
         return wheel_version(self.revision, self.identity.major, given)
 
     def arrive(self, variant: Variant, fetched: FetchedVariant) -> None:
+        self.verify(variant, fetched)
         meta_path = fetched.path / "metadata.json"
         meta = read_kernel_metadata(meta_path if meta_path.is_file() else None)
         self.identity.learn(variant.name, meta)
@@ -287,7 +345,28 @@ class _Conversion:
             check=self.options.check,
             manylinux_auto=self.options.manylinux_auto,
             staging=self.staging,
+            verification=self.verified[variant.name][0],
+            signed_files=self.verified[variant.name][1],
         )
+
+    def provenance_note(self) -> None:
+        """One line on what the run's variants proved, when something is unproved
+        (unsigned variants, a publisher the Hub does not mark as trusted); the facts are
+        in each wheel (docs/provenance.md)."""
+        found = [verification for verification, _ in self.verified.values()]
+        unsigned = sum(1 for v in found if not v.signed)
+        publisher, _recorded, now = self.publisher
+        trusted = now if now is not None else _recorded
+        parts = []
+        if unsigned:
+            parts.append(f"{unsigned} of {len(found)} variant(s) unsigned (no metadata.json.sigstore)")
+        if publisher is not None and trusted is not True:
+            parts.append(f"publisher '{publisher}' is " + ("not a trusted publisher on the Hub"
+                                                            if trusted is False else
+                                                            "of unknown trust (the Hub did not say)"))
+        if parts:
+            self.progress(f"note: {self.source.display}: {'; '.join(parts)}; recorded in each "
+                          "wheel (--require-signature, --require-trusted-publisher refuse them)")
 
 
 def name_not_reported(run: _Conversion, name: str) -> bool:
@@ -380,6 +459,7 @@ def _convert(source: KernelSource, request: VersionRequest, options: ConvertOpti
                 run.arrive(chosen[name], fetched)
             produced = run.finish()
             version = run.version()
+            run.provenance_note()
         except BaseException:
             cancel.set()  # wheels being written stop at their next chunk
             raise

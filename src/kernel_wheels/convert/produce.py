@@ -6,19 +6,22 @@ everything it needs arrives in the job.
 
 from __future__ import annotations
 
+import base64
 import errno
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import CheckFailedError, OutputError
+from ..errors import CheckFailedError, OutputError, ProvenanceError
 from ..kernel.arrival import ArrivalCancelled, ArrivalRestarted
+from ..kernel.digest import is_digested
 from ..kernel.variants import Variant
 from ..progress import Progress, as_progress
+from ..provenance.verify import BUNDLE, digest_mismatch
 from ..wheel.compression import DeflateSlots
 from ..wheel.plan import WheelPlan
-from ..wheel.writer import write_wheel
+from ..wheel.writer import WrittenMember, write_wheel
 from .assemble import WheelJob, job_members
 
 if TYPE_CHECKING:
@@ -74,6 +77,29 @@ def _settled(job: WheelJob, cancel: threading.Event | None) -> WheelJob:
     return replace(job, files=tuple(replace(f, arriving=None) for f in job.files))
 
 
+def _signed_bytes(job: WheelJob, written: tuple[WrittenMember, ...], temp: Path) -> None:
+    """A signed variant's packed bytes against what was verified: metadata.json and its
+    bundle as verified, every file as the signed digest says, none it does not cover.
+    Always, --no-check or not: a signature proves nothing about files nobody compared."""
+    verification = job.verification
+    if verification is None or not verification.signed:
+        return
+    folder = job.provenance["variant_folder"] + "/"
+    packed = {m.arcname[len(folder):]: m.sha256 for m in written if m.arcname.startswith(folder)}
+    reason = None
+    for name, want in (("metadata.json", verification.metadata_sha256),
+                       (BUNDLE, verification.bundle_sha256)):
+        if name not in packed or packed[name].hex() != want:
+            reason = f"{name} changed after it was verified"
+    if reason is None:
+        actual = {relpath: base64.b64encode(digest).decode("ascii")
+                  for relpath, digest in packed.items() if is_digested(relpath)}
+        reason = digest_mismatch(dict(job.signed_files), actual)
+    if reason is not None:
+        temp.unlink(missing_ok=True)
+        raise ProvenanceError(f"{verification.kernel} {verification.variant}: {reason}")
+
+
 def produce_wheel(job: WheelJob, cancel: threading.Event | None = None,
                   slots: DeflateSlots | None = None,
                   progress: Progress | None = None) -> ProducedWheel:
@@ -108,6 +134,7 @@ def _produce(job: WheelJob, plan: WheelPlan, cancel: threading.Event | None,
         raise
     finally:
         task.finish()
+    _signed_bytes(job, written.members, temp)
     report = None
     if job.check:
         # Imported here, not at the top: the checks' imports (the stable-ABI symbol

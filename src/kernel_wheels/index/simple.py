@@ -42,6 +42,9 @@ class WheelEntry:
     size: int | None = None
     #: True when a metadata file exists but its hash is not known (PEP 714 allows this).
     core_metadata_unhashed: bool = False
+    #: The file's provenance summary, shown as ``_provenance`` in the JSON form (a
+    #: private key, as PEP 691 reserves them; docs/provenance.md).
+    provenance: Mapping[str, object] | None = None
 
     @property
     def has_core_metadata(self) -> bool:
@@ -123,6 +126,8 @@ def render_project_json(project: str, entries: Iterable[WheelEntry]) -> str:
         item["yanked"] = entry.yanked or (entry.yanked is not None)
         if sized:
             item["size"] = entry.size
+        if entry.provenance is not None:
+            item["_provenance"] = dict(entry.provenance)
         files.append(item)
     page: dict[str, object] = {
         "meta": {"api-version": "1.1" if sized else "1.0"},

@@ -16,12 +16,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from email.parser import BytesHeaderParser
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from ..errors import IndexConflictError, UsageError
 from ..kernel.digest import file_sha256
+from ..provenance.record import VERIFIED_FILE, Verification
 from ..wheel.variant_label import split_variant_label
+
+if TYPE_CHECKING:
+    from ..provenance import Policy
 
 _CHUNK = 1 << 20
 _IN_MEMORY = 16 << 20  # smaller wheels are read once into memory
@@ -36,18 +41,23 @@ class WheelFacts:
     size: int
     requires_python: str | None
     metadata_sha256: str
+    #: The index pages' provenance summary (``_provenance``, docs/provenance.md), from
+    #: the wheel's verified record once its check (provenance re-verified) passed.
+    provenance: dict[str, Any] | None = None
 
     def to_json(self) -> list[object]:
-        return [self.project, self.version, self.sha256, self.size, self.requires_python,
-                self.metadata_sha256]
+        row: list[object] = [self.project, self.version, self.sha256, self.size,
+                             self.requires_python, self.metadata_sha256]
+        return row + [self.provenance] if self.provenance is not None else row
 
     @classmethod
     def from_json(cls, filename: str, row: list[object]) -> WheelFacts:
-        project, version, sha256, size, requires_python, metadata_sha256 = row
+        project, version, sha256, size, requires_python, metadata_sha256, *more = row
         assert isinstance(size, int)
+        provenance = more[0] if more and isinstance(more[0], dict) else None
         return cls(filename, str(project), str(version), str(sha256), size,
                    None if requires_python is None else str(requires_python),
-                   str(metadata_sha256))
+                   str(metadata_sha256), provenance)
 
 
 @dataclass(frozen=True)
@@ -103,6 +113,9 @@ def _open_facts(path: Path, copy_to: Path | None) -> tuple[WheelFacts, bytes, zi
         if len(members) != 1:
             raise ValueError("no single .dist-info/METADATA in the wheel")
         metadata = archive.read(members[0])
+        recorded = f"{members[0].split('/')[0]}/{VERIFIED_FILE}"
+        record = Verification.from_text(archive.read(recorded).decode("utf-8", "replace")) \
+            if recorded in archive.namelist() else None
     except BaseException:
         archive.close()
         raise
@@ -110,22 +123,26 @@ def _open_facts(path: Path, copy_to: Path | None) -> tuple[WheelFacts, bytes, zi
     requires_python = headers.get("Requires-Python")
     facts = WheelFacts(path.name, canonicalize_name(name), str(version), sha256, size,
                        str(requires_python).strip() if requires_python else None,
-                       hashlib.sha256(metadata).hexdigest())
+                       hashlib.sha256(metadata).hexdigest(),
+                       record.summary() if record is not None else None)
     return facts, metadata, archive
 
 
-def inspect_wheel(path: Path, copy_to: Path | None = None) -> Inspection:
+def inspect_wheel(path: Path, copy_to: Path | None = None, policy: Policy | None = None) -> Inspection:
     """Facts and check of one wheel; never raises for a bad wheel. With ``copy_to``,
     the wheel is also copied there while it is read (and the check reads the archive
-    that pass opened, not the file a second time)."""
+    that pass opened, not the file a second time). Its provenance is re-verified under
+    ``policy`` (default: the kernels library's), so the summary an index shows is one
+    that verified."""
     from ..checks import check_wheel
+    from ..provenance import Policy
 
     try:
         facts, metadata, archive = _open_facts(path, copy_to)
     except (ValueError, KeyError, zipfile.BadZipFile, OSError) as exc:
         return Inspection(path, None, None, f"unreadable wheel: {exc}")
     with archive:
-        report = check_wheel(path, archive=archive)
+        report = check_wheel(path, archive=archive, policy=policy or Policy())
     if not report.passed:
         return Inspection(path, None, None, report.first_failure())
     return Inspection(path, facts, metadata, None, copy_to)

@@ -45,12 +45,14 @@ from ..errors import (
 from ..index.targets import KernelWheel, Target, parse_kernel_wheel, preference, rejection
 from ..index.wheelfacts import read_facts
 from ..progress import Progress, as_progress
+from ..provenance import Policy
 from ..redaction import redact, strip_userinfo
 from ..remote.find_links import LocalLinks, PageLinks, open_links
 from ..remote.index_settings import IndexSettings
 from ..remote.simple_client import IndexFile, SimpleClient
 from ..remote.transport import DEFAULT_TIMEOUT
 from .environment import Environment, read_environment
+from .provenance import verify_download
 from .torch_record import TorchRecord, torch_changes, torch_record
 from .verify import installed_owners, refuse_foreign_names, verify_wheel
 
@@ -447,7 +449,10 @@ def _open_places(settings: IndexSettings, timeout: float) -> list[Place]:
 
 def install(requirement_text: str, settings: IndexSettings, *, python: Path | None = None,
             installer: str = "pip", dry_run: bool = False,
-            progress: Progress | None = None, timeout: float = DEFAULT_TIMEOUT) -> InstallResult:
+            progress: Progress | None = None, timeout: float = DEFAULT_TIMEOUT,
+            policy: Policy | None = None) -> InstallResult:
+    """``policy``: what the chosen wheel's provenance must prove before it is installed
+    (default: the kernels library's; docs/provenance.md)."""
     say = as_progress(progress)
     if installer not in INSTALLERS:
         raise UsageError(f"--installer must be one of {', '.join(INSTALLERS)}")
@@ -482,6 +487,7 @@ def install(requirement_text: str, settings: IndexSettings, *, python: Path | No
             say(f"downloading {chosen.filename} from {place.show(chosen.url)}")
             download(place, chosen, wheel, say)
             torch_before = _verified(wheel, chosen.filename, place, choice.project, environment)
+            verify_download(wheel, policy or Policy())
             dependencies = [d for d in wheel_dependencies(wheel)
                             if canonicalize_name(Requirement(d).name) != "torch"]
             if dependencies:

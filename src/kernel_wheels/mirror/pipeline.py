@@ -21,6 +21,7 @@ from typing import Any
 from ..errors import KernelWheelsError, UsageError
 from ..kernel.selection import VariantFilter
 from ..kernel.versions import RequestKind, VersionRequest
+from ..provenance import Policy
 from .finish import FinishResult, decided_by_hub, finish, needs_finish
 from .lease import DEFAULT_TTL, Lease
 from .listing import HubLister, RepoListing
@@ -55,6 +56,8 @@ class MirrorOptions:
     jobs: int = 0
     lease_ttl: float = DEFAULT_TTL
     lease_wait: float = 600.0
+    #: What each variant's provenance must prove (docs/provenance.md).
+    policy: Policy = field(default_factory=Policy)
 
 
 @dataclass(frozen=True)
@@ -234,7 +237,8 @@ def _convert_release(planned: list[Action], store: Destination, uploads: WheelUp
     names = {a.item.variant: a for a in planned}
     filters = replace(VariantFilter(), patterns=tuple(glob.escape(n) for n in names))
     with tempfile.TemporaryDirectory(prefix="kernel-wheels-mirror-") as work:
-        convert = ConvertOptions(output_dir=Path(work) / "out", filters=filters, jobs=options.jobs)
+        convert = ConvertOptions(output_dir=Path(work) / "out", filters=filters, jobs=options.jobs,
+                                 policy=options.policy)
         result = to_wheels(lister.source(first.repo, locked),
                            VersionRequest(RequestKind.REVISION, first.commit), convert)
         uploaded = []

@@ -362,7 +362,7 @@ def create_app(settings: ServeSettings, events: EventLog | None = None,
     catalog = Catalog(settings.kernels, HubListing(listing_sources), cache.listing_path,
                       settings.ttl, events, SingleFlight(listing_pool))
     conversions = Conversions(cache, catalog, conversion_sources, events,
-                              SingleFlight(conversion_pool), BackOff())
+                              SingleFlight(conversion_pool), BackOff(), settings.policy)
     handlers = Handlers(catalog, cache, conversions, events, (listing_pool, conversion_pool))
     app: ASGIApp = Starlette(routes=handlers.routes(), lifespan=handlers.lifespan,
                              exception_handlers={404: _no_such_page, 405: _no_such_page})

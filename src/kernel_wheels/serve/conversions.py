@@ -53,6 +53,7 @@ from ..index.wheelfacts import read_facts
 from ..kernel.revision import Revision
 from ..kernel.selection import VariantFilter
 from ..kernel.versions import RequestKind, VersionRequest
+from ..provenance import Policy
 from ..sources import FetchedVariant, KernelSource
 from .cache import CachedWheel, StoredFailure, WheelCache
 from .catalog import Catalog, ServedWheel, unusable
@@ -119,6 +120,12 @@ class CheckedSource:
     def card(self, revision: Revision) -> str | None:
         return self._asked("reading the card", partial(self.source.card, revision))
 
+    def publisher_trust(self) -> tuple[str | None, bool | None]:
+        """The Hub source's answer (docs/provenance.md), as to-wheel records it: the same
+        bytes from serve and to-wheel."""
+        ask = getattr(self.source, "publisher_trust", None)
+        return ask() if ask is not None else (None, None)
+
     def _asked(self, what: str, call: Callable[[], T]) -> T:
         try:
             return call()
@@ -132,8 +139,10 @@ class CheckedSource:
 class Conversions:
     def __init__(self, cache: WheelCache, catalog: Catalog, sources: Mapping[str, KernelSource],
                  events: EventLog, flights: SingleFlight[WheelKey, CachedWheel],
-                 backoff: BackOff) -> None:
+                 backoff: BackOff, policy: Policy | None = None) -> None:
         self.cache, self.catalog = cache, catalog
+        #: What each conversion's provenance must prove (docs/provenance.md).
+        self.policy = policy or Policy()
         self.sources = {repo: CheckedSource(source, repo) for repo, source in sources.items()}
         self.events, self.flights, self.backoff = events, flights, backoff
         self.failures: FailureMemory[WheelKey] = FailureMemory()
@@ -233,7 +242,8 @@ class Conversions:
             with OutputFolder(self.cache.staging).staging() as work:
                 source = self.sources[wheel.kernel.repo_id]
                 options = ConvertOptions(output_dir=work, jobs=1, dist_name=wheel.kernel.project,
-                                         filters=VariantFilter(patterns=(wheel.variant,)))
+                                         filters=VariantFilter(patterns=(wheel.variant,)),
+                                         policy=self.policy)
                 result = to_wheels(source, VersionRequest(RequestKind.EXACT, wheel.version),
                                    options, note)
                 made = [w.path for w in result.wheels]

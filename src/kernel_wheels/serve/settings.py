@@ -12,12 +12,13 @@ import json
 import math
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
 from ..errors import UsageError
+from ..provenance import Policy
 
 #: How ``--workers`` processes receive the settings of their parent.
 SETTINGS_VARIABLE = "KERNEL_WHEELS_SERVE_SETTINGS"
@@ -80,6 +81,8 @@ class ServeSettings:
     #: A kernel that cannot be listed at start-up: "fail" (do not start) or "degraded"
     #: (serve the others; /healthz says degraded and names it).
     unlisted: str = "fail"
+    #: What each conversion's provenance must prove (docs/provenance.md).
+    policy: Policy = field(default_factory=Policy)
 
     def __post_init__(self) -> None:
         if not self.kernels:
@@ -113,6 +116,7 @@ class ServeSettings:
         fields["cache"] = str(self.cache)
         fields["auth_file"] = str(self.auth_file) if self.auth_file else None
         fields["kernels"] = [k.repo_id for k in self.kernels]
+        fields["policy"] = self.policy.to_dict()
         return json.dumps(fields)
 
     @classmethod
@@ -121,6 +125,7 @@ class ServeSettings:
         fields["kernels"] = tuple(Kernel.from_repo_id(r) for r in fields["kernels"])
         fields["cache"] = Path(fields["cache"])
         fields["auth_file"] = Path(fields["auth_file"]) if fields["auth_file"] else None
+        fields["policy"] = Policy.from_dict(fields["policy"])
         return cls(**fields)
 
     @classmethod

@@ -43,6 +43,7 @@ from ..index.wheelfacts import Inspection, WheelFacts, collect_wheels, inspect_w
 from ..kernel.digest import file_sha256
 from ..processes import die_with_parent
 from ..progress import SILENT_TASK, Task, as_progress
+from ..provenance import Policy
 from ..wheel.variant_label import split_variant_label
 from .atomic import SiteLock, Staging
 from .pages import (
@@ -96,12 +97,14 @@ class _Job:
     path: Path
     stage: Path
     copy: bool
+    #: The provenance policy the wheel's check re-verifies under (None: kernels').
+    policy: Policy | None = None
 
 
 def _inspect_job(job: _Job) -> Inspection:
     """Runs in a worker: read, check, and stage the wheel's copy and metadata file, so
     that the run's main process only renames files into place."""
-    inspection = inspect_wheel(job.path, job.stage / job.path.name if job.copy else None)
+    inspection = inspect_wheel(job.path, job.stage / job.path.name if job.copy else None, job.policy)
     if inspection.metadata is not None:
         staged = job.stage / f"{job.path.name}.metadata"
         staged.write_bytes(inspection.metadata)
@@ -271,7 +274,7 @@ def _undo_folders(created: Sequence[Path], lock: Path) -> None:
 
 def build_site(site: Path, inputs: Sequence[Path], targets: Sequence[str] = (), *,
                jobs: int = 0, progress: Progress | None = None,
-               refresh: Iterable[str] = ()) -> SiteResult:
+               refresh: Iterable[str] = (), policy: Policy | None = None) -> SiteResult:
     """Add ``inputs`` (wheels or folders of wheels) to the static index at ``site`` and
     bring every page up to date. ``targets``: target keys to index beyond those of the
     wheels' own builds; ``refresh``: projects whose pages to render again (a yank). A run
@@ -288,7 +291,7 @@ def build_site(site: Path, inputs: Sequence[Path], targets: Sequence[str] = (), 
     with SiteLock(lock_path, on_wait=progress):
         try:
             return _build_locked(site, wheel_paths, wanted_targets, jobs, progress, created,
-                                 set(refresh))
+                                 set(refresh), policy)
         except BaseException:
             if not (state_dir / "state.json").exists():  # nothing of this run was kept
                 _undo_folders(created, lock_path)
@@ -296,7 +299,8 @@ def build_site(site: Path, inputs: Sequence[Path], targets: Sequence[str] = (), 
 
 
 def _build_locked(site: Path, wheel_paths: Sequence[Path], wanted_targets: set[str], jobs: int,
-                  progress: Progress | None, created: list[Path], refresh: set[str]) -> SiteResult:
+                  progress: Progress | None, created: list[Path], refresh: set[str],
+                  policy: Policy | None = None) -> SiteResult:
     say = progress or (lambda _message: None)
     files_dir, state_dir = site / FILES, site / STATE_DIR
     with Staging(state_dir / "staging") as staging:
@@ -309,8 +313,8 @@ def _build_locked(site: Path, wheel_paths: Sequence[Path], wanted_targets: set[s
 
         incoming = staging.folder / "incoming"
         incoming.mkdir()
-        inspections = _inspect([_Job(p, incoming, True) for p in new_paths]
-                               + [_Job(p, incoming, False) for p in unknown], jobs, state, say)
+        inspections = _inspect([_Job(p, incoming, True, policy) for p in new_paths]
+                               + [_Job(p, incoming, False, policy) for p in unknown], jobs, state, say)
         # Files and metadata first: no page may point at a file that is not there.
         # What this run changes, added to what a killed run left pending.
         state.pending_projects |= _place(site, inspections, incoming, facts, state) | set(refresh)

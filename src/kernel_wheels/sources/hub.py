@@ -78,7 +78,7 @@ def _is_network_error(exc: BaseException) -> bool:
 # vs 4.30 s, medians of 5): only the last block is compressed after the last byte.
 _STREAMS = 2
 _VARIANTS_AT_ONCE = 3
-_READ_FIRST = (".json", ".py", ".md", ".txt")
+_READ_FIRST = (".json", ".py", ".md", ".txt", ".sigstore")
 _CARDS = ("README.md", "CARD.md")
 #: Pages of one tree listing (the Hub gives 1,000 entries a page).
 _MAX_PAGES = 1000
@@ -220,6 +220,26 @@ class HubSource:
 
             self._api = HfApi()
         return self._api
+
+    def publisher_trust(self) -> tuple[str, bool | None]:
+        """The repository's owner and the Hub's ``trustedKernelPublisher`` flag for it,
+        asked as the kernels library asks (the organisation overview, HF_ENDPOINT, the
+        token if one is set), once and without retries: True or False as the Hub says
+        (a namespace that is no organisation, HTTP 404: False); None when it cannot be
+        known (offline, an error, an answer that is not the Hub's)."""
+        publisher = self.repo_id.split("/", 1)[0]
+        if self.offline:
+            return publisher, None
+        from huggingface_hub import errors
+
+        try:
+            info = self.api.get_organization_overview(publisher)
+        except errors.HfHubHTTPError as exc:
+            return publisher, (False if _status(exc) == 404 else None)
+        except Exception:  # a network error, an answer of another shape: not known
+            return publisher, None
+        flag = getattr(info, "trustedKernelPublisher", False)
+        return publisher, flag is True
 
     # -- error handling -----------------------------------------------------------
     def _call(self, what: str, fn: Callable[[], T],

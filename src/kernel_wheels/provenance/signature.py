@@ -1,0 +1,142 @@
+"""A Sigstore bundle over ``metadata.json``, verified offline with the ``sigstore``
+library, the one ``kernels`` uses. Trust root: the one ``sigstore`` ships for Sigstore's
+production instance (read from the package, never refreshed over the network: the
+verification is offline and the same on every machine), or a private deployment's
+``--trusted-root FILE``.
+
+The bundle is verified over the exact bytes of ``metadata.json`` before anything in
+them is read (as ``kernels`` does: a forged file never reaches the JSON parser).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import TYPE_CHECKING
+
+from ..redaction import one_line
+from .policy import Policy
+
+if TYPE_CHECKING:
+    from sigstore.models import TrustedRoot
+
+#: Where ``sigstore`` keeps the production instance's trusted root (its TUF bootstrap).
+_PRODUCTION = ("sigstore._store", "https%3A%2F%2Ftuf-repo-cdn.sigstore.dev", "trusted_root.json")
+PRODUCTION_ROOT = "sigstore-production"
+
+
+class SignatureRefused(Exception):
+    """The bundle does not prove the metadata.json: the reason, one line."""
+
+
+@dataclass(frozen=True)
+class Signed:
+    identity: str
+    issuer: str
+    log_index: int | None
+    integrated_time: int | None
+    #: Which trust root: ``sigstore-production`` or ``sha256:<hex>`` of the root file.
+    trust_root: str
+
+
+def _root_bytes(policy: Policy) -> tuple[bytes, str]:
+    if policy.trusted_root is None:
+        package, folder, name = _PRODUCTION
+        try:
+            data = resources.files(package).joinpath(folder, name).read_bytes()
+        except (OSError, ModuleNotFoundError) as exc:
+            raise SignatureRefused(f"sigstore's production trust root is missing ({exc})") from None
+        return data, PRODUCTION_ROOT
+    try:
+        data = policy.trusted_root.read_bytes()
+    except OSError as exc:
+        raise SignatureRefused(f"cannot read the trusted root {policy.trusted_root}: "
+                               f"{exc.strerror or exc}") from None
+    return data, "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@cache
+def _trusted_root(data: bytes) -> TrustedRoot:
+    from sigstore.models import TrustedRoot
+    from sigstore_models.trustroot import v1
+
+    return TrustedRoot(v1.TrustedRoot.from_json(data))
+
+
+def verify_bundle(metadata: bytes, bundle: bytes, policy: Policy) -> Signed:
+    """Verify ``bundle`` over ``metadata`` under ``policy``'s signers and trust root.
+    Raises :class:`SignatureRefused` with the reason."""
+    from sigstore.errors import Error as SigstoreError
+    from sigstore.models import Bundle, InvalidBundle
+    from sigstore.verify import Verifier
+
+    root_data, root_name = _root_bytes(policy)
+    try:
+        root = _trusted_root(root_data)
+    except Exception as exc:  # pydantic, JSON and sigstore errors alike: a bad root file
+        raise SignatureRefused(f"the trusted root {policy.trusted_root} is not a Sigstore "
+                               f"trusted root: {one_line(str(exc), limit=160)}") from None
+    try:
+        parsed = Bundle.from_json(bundle)
+    except InvalidBundle as exc:
+        raise SignatureRefused(f"metadata.json.sigstore is not a Sigstore bundle: "
+                               f"{one_line(str(exc), limit=160)}") from None
+    except Exception as exc:  # hostile input: whatever the parsers raise is a refusal
+        raise SignatureRefused(f"metadata.json.sigstore is not a Sigstore bundle: "
+                               f"{one_line(str(exc), limit=160)}") from None
+    try:
+        Verifier(trusted_root=root).verify_artifact(metadata, parsed, policy.sigstore_policy())
+    except SigstoreError as exc:
+        raise SignatureRefused(_reason(str(exc))) from None
+    except Exception as exc:  # a malformed certificate or entry deep in a valid-looking bundle
+        raise SignatureRefused(f"the signature does not verify: {one_line(str(exc), limit=160)}") \
+            from None
+    identity, issuer = _signer(parsed.signing_certificate)
+    entry = json.loads(parsed.to_json())["verificationMaterial"]["tlogEntries"][0]
+    return Signed(identity, issuer, _int(entry.get("logIndex")), _int(entry.get("integratedTime")),
+                  root_name)
+
+
+def _reason(message: str) -> str:
+    text = one_line(message, limit=200)
+    if "policies succeeded" in text:
+        return "signed by a signer the policy does not accept"
+    if "digest mismatch" in text or "Signature is invalid for input" in text:
+        return "the bundle does not sign this metadata.json (another artifact, or the file was changed)"
+    if "not valid at validation time" in text or "expired at time of signing" in text:
+        return f"the signing certificate was not valid when the entry was logged ({text})"
+    return f"the signature does not verify: {text}"
+
+
+def _signer(cert: object) -> tuple[str, str]:
+    """The certificate's identity (its first URI or e-mail SAN) and OIDC issuer."""
+    from cryptography import x509
+
+    assert isinstance(cert, x509.Certificate)
+    identity = ""
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        names = san.get_values_for_type(x509.UniformResourceIdentifier) or \
+            san.get_values_for_type(x509.RFC822Name)
+        identity = names[0] if names else ""
+    except x509.ExtensionNotFound:
+        pass
+    issuer = ""
+    try:
+        ext = cert.extensions.get_extension_for_oid(x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.1"))
+        value = ext.value
+        if isinstance(value, x509.UnrecognizedExtension):
+            issuer = value.value.decode("utf-8", "replace")
+    except x509.ExtensionNotFound:
+        pass
+    return identity, issuer
+
+
+def _int(value: object) -> int | None:
+    try:
+        return int(str(value))
+    except ValueError:
+        return None

@@ -1,0 +1,156 @@
+"""A variant against a policy: its bundle over metadata.json, the signed digests
+against every file of the variant, the publisher and the build's dirty flag.
+
+Always refused, whatever the policy: a bundle that does not verify (a bad signature, a
+signer the policy does not accept, an expired certificate, a bundle of another
+artifact, garbage), a signed metadata.json without digests, a file that differs from
+its signed digest, a file the digest does not cover, a covered file that is missing.
+Refused by policy: no bundle (``require_signature``), an untrusted publisher
+(``require_trusted_publisher`` unless ``trust_remote_code``), a dirty build
+(``require_clean``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from ..confine import shown
+from ..errors import ProvenanceError
+from ..kernel.digest import digest_folder
+from .policy import Policy
+from .record import BuildFacts, Verification
+from .signature import SignatureRefused, verify_bundle
+
+BUNDLE = "metadata.json.sigstore"
+#: A Sigstore bundle is a few kB; a larger one is refused before it is read (a hostile
+#: source must not make the tool hold gigabytes).
+MAX_BUNDLE = 1 << 20
+
+
+def _refuse(kernel: str, variant: str, reason: str) -> ProvenanceError:
+    return ProvenanceError(f"{kernel} {variant}: {reason}")
+
+
+def verify_files(kernel: str, variant: str, metadata: bytes | None, bundle: bytes | None,
+                 policy: Policy, files: Mapping[str, str] | None = None,
+                 publisher: str | None = None, trusted: bool | None = None) -> Verification:
+    """Verify one variant from its metadata.json and bundle bytes (``None``: absent).
+    ``files``: ``{relpath: base64 sha256}`` of every digested file of the variant (as
+    kernel.digest computes them); ``None`` when the caller compares them itself later
+    (to-wheel, from the bytes it packs: :func:`digest_mismatch`)."""
+    if bundle is None:
+        if policy.require_signature:
+            raise _refuse(kernel, variant, "unsigned (no metadata.json.sigstore) and the policy "
+                                           "requires a signature")
+        verification = Verification(kernel, variant, signed=False,
+                                    metadata_sha256=_sha(metadata), build=_build(metadata))
+        return enforce(replace(verification, publisher=publisher, trusted_publisher=trusted), policy)
+    if metadata is None:
+        raise _refuse(kernel, variant, "metadata.json.sigstore without the metadata.json it signs")
+    if len(bundle) > MAX_BUNDLE:
+        raise _refuse(kernel, variant, f"metadata.json.sigstore is {len(bundle)} bytes, not a "
+                                       f"Sigstore bundle (at most {MAX_BUNDLE})")
+    try:
+        signed = verify_bundle(metadata, bundle, policy)
+    except SignatureRefused as exc:
+        raise _refuse(kernel, variant, str(exc)) from None
+    expected = signed_digest(kernel, variant, metadata)
+    if files is not None and (reason := digest_mismatch(expected, files)) is not None:
+        raise _refuse(kernel, variant, reason)
+    verification = Verification(
+        kernel, variant, signed=True, identity=signed.identity, issuer=signed.issuer,
+        log_index=signed.log_index, log_time=signed.integrated_time, trust_root=signed.trust_root,
+        metadata_sha256=_sha(metadata), bundle_sha256=_sha(bundle), files_verified=len(expected),
+        publisher=publisher, trusted_publisher=trusted, build=_build(metadata))
+    return enforce(verification, policy)
+
+
+def signed_digest(kernel: str, variant: str, metadata: bytes) -> dict[str, str]:
+    """The digest of a metadata.json whose signature verified: ``{relpath: base64 sha256}``."""
+    try:
+        raw = json.loads(metadata)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        raise _refuse(kernel, variant, "the signed metadata.json is not valid JSON") from None
+    digest = raw.get("digest") if isinstance(raw, dict) else None
+    if not isinstance(digest, dict):
+        digest = {}
+    files = digest.get("files")
+    if not isinstance(files, dict) or not files or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        raise _refuse(kernel, variant, "the signed metadata.json has no file digests: the "
+                                       "signature covers none of the variant's files")
+    if digest.get("algorithm") != "sha256":
+        raise _refuse(kernel, variant, f"the signed metadata.json's digest algorithm "
+                                       f"'{shown(str(digest.get('algorithm')))}' is not sha256")
+    return files
+
+
+def digest_mismatch(expected: Mapping[str, str], actual: Mapping[str, str]) -> str | None:
+    """The first difference between the signed digests and the variant's files, as a
+    reason; None when every file is covered and equal."""
+    for relpath, want in sorted(expected.items()):
+        have = actual.get(relpath)
+        if have is None:
+            return f"{shown(relpath)} is in the signed digest but not in the variant"
+        if have != want:
+            return f"{shown(relpath)} differs from its signed digest"
+    for relpath in sorted(set(actual) - set(expected)):
+        return f"{shown(relpath)} is not covered by the signed digest"
+    return None
+
+
+def enforce(verification: Verification, policy: Policy) -> Verification:
+    """The policy's requirements beyond the signature: publisher and clean build."""
+    kernel, variant = verification.kernel, verification.variant
+    if policy.require_signature and not verification.signed:
+        raise _refuse(kernel, variant, "unsigned (no metadata.json.sigstore) and the policy "
+                                       "requires a signature")
+    if verification.trusted_publisher is not True and not policy.accepts_untrusted(kernel):
+        why = ("is not a trusted publisher on the Hub" if verification.trusted_publisher is False
+               else "could not be confirmed as a trusted publisher")
+        raise _refuse(kernel, variant, f"publisher '{shown(verification.publisher or '?')}' {why} "
+                                       "(--trust-remote-code accepts it)")
+    if policy.require_clean and verification.build.dirty:
+        raise _refuse(kernel, variant, "built from a dirty git tree (uncommitted changes) and the "
+                                       "policy requires clean builds")
+    return verification
+
+
+def verify_variant_folder(folder: Path, kernel: str, policy: Policy, *, variant: str | None = None,
+                          publisher: str | None = None, trusted: bool | None = None) -> Verification:
+    """A variant folder (``build/<variant>/``, an installed kernel's variant folder)."""
+    variant = variant or folder.name
+    metadata = _read(folder / "metadata.json", kernel, variant)
+    bundle = _read(folder / BUNDLE, kernel, variant)
+    files = digest_folder(folder) if bundle is not None else None
+    return verify_files(kernel, variant, metadata, bundle, policy, files, publisher, trusted)
+
+
+def _read(path: Path, kernel: str, variant: str) -> bytes | None:
+    try:
+        if not path.is_file():
+            return None
+        if path.name == BUNDLE and path.stat().st_size > MAX_BUNDLE:
+            raise _refuse(kernel, variant, f"{BUNDLE} is {path.stat().st_size} bytes, not a "
+                                           f"Sigstore bundle (at most {MAX_BUNDLE})")
+        return path.read_bytes()
+    except OSError as exc:
+        raise _refuse(kernel, variant, f"cannot read {path.name}: {exc.strerror or exc}") from None
+
+
+def _sha(data: bytes | None) -> str | None:
+    return hashlib.sha256(data).hexdigest() if data is not None else None
+
+
+def _build(metadata: bytes | None) -> BuildFacts:
+    if metadata is None:
+        return BuildFacts()
+    try:
+        raw = json.loads(metadata)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        return BuildFacts()
+    return BuildFacts.from_metadata(raw) if isinstance(raw, dict) else BuildFacts()
