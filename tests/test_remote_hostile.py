@@ -7,17 +7,20 @@ control characters. Every server is real and listens on 127.0.0.1 only
 from __future__ import annotations
 
 import base64
+import html
 import json
+import re
 import socket
 import subprocess
-import sys
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 import pytest
 
 from support.helpers import one_line_error, run_cli
+from support.hostile_index import USER, Handler, HostileIndex, Route, answer, html_page
 from support.serve_hub import HubRepo, commit_of, hostile_hub
-from support.servers_index import make_noarch_wheels
+from support.servers_index import make_noarch_wheels, pip_env
 from support.servers_serve import JSON_TYPE, Serve, get, serve
 
 # --- yank reasons (#30 point 10) ------------------------------------------------------------
@@ -171,5 +174,106 @@ def test_a_release_two_tags_spell_is_left_off_every_page(open_server: Serve) -> 
     assert json.loads(body)["ambiguous"] == 1
 
 
-def _unused() -> None:  # keeps sys imported for the sections below
-    del sys
+# --- publish: what a server echoes never shows the password (#30 point 5, #33 point 7) ---------
+
+#: A password full of what encodings change: quotes, markup, percent, plus, slash, equals,
+#: colon, at, hash, backslash, a space, non-ASCII letters and a euro sign.
+SPECIAL = "Zq9\"<&>'%+/=:@#;\\ \u00fc\u20ac{x}Yw"
+
+
+def _entities(text: str, hexadecimal: bool) -> str:
+    return "".join(f"&#x{ord(c):x};" if hexadecimal else f"&#{ord(c)};" for c in text)
+
+
+ENCODINGS = {
+    "as-is": lambda p: p,
+    "percent-lower-case": lambda p: re.sub(r"%[0-9A-F]{2}", lambda m: m[0].lower(), quote(p, safe="")),
+    "percent-upper-case": lambda p: quote(p, safe=""),
+    "percent-twice": lambda p: quote(quote(p, safe=""), safe=""),
+    "html-decimal-entities": lambda p: _entities(p, False),
+    "html-hex-entities": lambda p: _entities(p, True),
+    "json-u-escapes": lambda p: "".join(f"\\u{ord(c):04x}" for c in p),
+    "hex": lambda p: p.encode().hex(),
+    "upper-case": lambda p: p.upper(),
+    "utf8-read-as-latin1": lambda p: p.encode().decode("latin-1"),
+    "split-across-lines": lambda p: p[:9] + "\n" + p[9:],
+    "base64-inside-text": lambda p: base64.b64encode(b"pass=" + p.encode()).decode(),
+}
+#: Where each can travel: the reason phrase and Location are latin-1 header text.
+ASCII_ENCODINGS = [name for name in ENCODINGS
+                   if name not in ("as-is", "upper-case", "utf8-read-as-latin1", "split-across-lines")]
+
+
+def echo_encoded(encoding: str, where: str) -> Route:
+    """The upload answered 400 (307 for ``location``) with the password the request
+    carried, spelt by ``encoding``, in the body, the reason phrase or the Location."""
+    def route(handler: Handler) -> None:
+        handler.read_body()
+        _user, password = handler.credentials()
+        text = ENCODINGS[encoding](password) if password else "none"
+        body = {"body": f"upload refused: {text}\nsee the log\n", "reason": ""}.get(where, "refused\n")
+        handler.send_response(307 if where == "location" else 400,
+                              f"Bad {text}" if where == "reason" else "Bad Request")
+        handler.send_header("Content-Type", "text/plain; charset=utf-8")
+        if where == "location":
+            handler.send_header("Location", f"http://127.0.0.1:9/x?pw={text}")
+        data = body.encode()
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+
+    return route
+
+
+@pytest.fixture(scope="module")
+def publish_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_noarch_wheels(tmp_path_factory.mktemp("publish-wheel"), 1, 1, name="hostile")[0]
+
+
+def publish_to(index: HostileIndex, wheel: Path, password: str) -> subprocess.CompletedProcess[str]:
+    index.routes["/simple/"] = html_page()
+    index.routes["/simple/hostile-00000/"] = html_page()
+    return run_cli("publish", wheel, "--repository-url", index.base, "--no-keyring",
+                   env={**pip_env(), "TWINE_USERNAME": USER, "TWINE_PASSWORD": password}, check=False)
+
+
+def assert_never_shown(proc: subprocess.CompletedProcess[str], password: str, *sent: str) -> None:
+    """Neither the password nor what the server sent, in any case, nor an obvious decoding."""
+    shown = proc.stdout + proc.stderr
+    for text in (shown, unquote(shown), html.unescape(shown)):
+        assert password.casefold() not in text.casefold(), shown
+    for text in sent:
+        for part in text.split("\n"):
+            assert part.casefold() not in shown.casefold(), (part, shown)
+    assert password.encode().hex() not in shown.lower()
+
+
+@pytest.mark.parametrize("where, encoding", [("body", name) for name in ENCODINGS]
+                         + [("reason", name) for name in ASCII_ENCODINGS]
+                         + [("location", name) for name in ("percent-lower-case", "html-hex-entities", "hex")])
+def test_publish_never_shows_the_password_however_the_server_spells_it(
+        publish_wheel: Path, where: str, encoding: str) -> None:
+    with HostileIndex() as index:
+        index.routes["/"] = echo_encoded(encoding, where)
+        proc = publish_to(index, publish_wheel, SPECIAL)
+        assert index.authorizations("/") == [_basic(USER.encode(), SPECIAL.encode()).decode()]  # sent
+    line = one_line_error(proc, f"did not accept {publish_wheel.name}", status=1)
+    assert_never_shown(proc, SPECIAL, ENCODINGS[encoding](SPECIAL))
+    assert "not shown" in line or "********" in line, line  # withheld, or masked where it stood
+
+
+def test_a_server_text_without_the_password_is_still_shown(publish_wheel: Path) -> None:
+    with HostileIndex() as index:
+        index.routes["/"] = answer(400, b"the version 1.0.0 already exists\n", reason="Conflicting")
+        proc = publish_to(index, publish_wheel, SPECIAL)
+    one_line_error(proc, f"did not accept {publish_wheel.name}: HTTP 400 the version 1.0.0 already exists",
+                   status=1)
+
+
+def test_a_one_letter_password_is_not_masked_inside_words(publish_wheel: Path) -> None:
+    with HostileIndex() as index:
+        index.routes["/"] = echo_encoded("as-is", "body")
+        proc = publish_to(index, publish_wheel, "p")
+    line = one_line_error(proc, status=1)
+    assert f"{index.base} did not accept {publish_wheel.name}: HTTP 400" in line, line
+    assert "upload refused" not in line and "not shown" in line  # the server's text held it
