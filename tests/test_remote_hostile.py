@@ -9,10 +9,16 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
 import re
 import socket
 import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, unquote
 
 import pytest
@@ -277,3 +283,172 @@ def test_a_one_letter_password_is_not_masked_inside_words(publish_wheel: Path) -
     line = one_line_error(proc, status=1)
     assert f"{index.base} did not accept {publish_wheel.name}: HTTP 400" in line, line
     assert "upload refused" not in line and "not shown" in line  # the server's text held it
+
+
+# --- S3 destinations are bounded (#30 point 6) --------------------------------------------------
+
+S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "s3-secret-canary-7f3a",
+          "AWS_DEFAULT_REGION": "us-east-1"}
+#: --timeout and --retries of the runs against a hostile store.
+S3_TIMEOUT, S3_RETRIES = 2, 1
+#: What one such call may take at most (two tries of about two windows each, a backoff,
+#: and a wide margin for a busy machine); unbounded, it took six minutes.
+S3_BOUND = 45.0
+
+
+class HostileS3:
+    """A small S3 endpoint on 127.0.0.1 that misbehaves as ``mode`` says: ``cycle`` (a
+    listing whose continuation tokens go round), ``huge`` (an object declaring 3 GiB),
+    ``stall`` (reads the request, never answers), ``trickle`` (an answer's head a byte
+    every 0.2 s, never ending)."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.requests: list[str] = []
+        self.stopping = threading.Event()
+        hostile = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                hostile.requests.append(f"GET {self.path}")
+                getattr(hostile, f"_{hostile.mode}")(self)
+
+            def do_PUT(self) -> None:  # noqa: N802
+                hostile.requests.append(f"PUT {self.path}")
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                getattr(hostile, f"_{hostile.mode}")(self)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> HostileS3:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+    @staticmethod
+    def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes, length: int | None = None) -> None:
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/xml")
+        handler.send_header("Content-Length", str(len(body) if length is None else length))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    def _cycle(self, handler: BaseHTTPRequestHandler) -> None:
+        token = "t2" if "continuation-token=t1" in handler.path else "t1"
+        body = ('<?xml version="1.0" encoding="UTF-8"?><ListBucketResult '
+                'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>bkt</Name><Prefix>pre/</Prefix>'
+                f'<KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated>'
+                f'<Contents><Key>pre/k-{token}</Key><Size>1</Size></Contents>'
+                f'<NextContinuationToken>{token}</NextContinuationToken></ListBucketResult>').encode()
+        self._send(handler, 200, body)
+
+    def _huge(self, handler: BaseHTTPRequestHandler) -> None:
+        self._send(handler, 200, b"{" * 4096, length=3 << 30)  # then nothing: the client must not wait
+        handler.close_connection = True
+
+    def _stall(self, handler: BaseHTTPRequestHandler) -> None:
+        self.stopping.wait(600)
+        handler.close_connection = True
+
+    def _trickle(self, handler: BaseHTTPRequestHandler) -> None:
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nX-Pad: " + b"a" * 100_000
+        try:
+            for index in range(len(head)):
+                if self.stopping.wait(0.2):
+                    return
+                handler.wfile.write(head[index:index + 1])
+                handler.wfile.flush()
+        except OSError:
+            return
+        handler.close_connection = True
+
+
+@pytest.fixture
+def s3_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {**S3_ENV, "KERNEL_WHEELS_TIMEOUT": str(S3_TIMEOUT),
+                        "KERNEL_WHEELS_RETRIES": str(S3_RETRIES)}.items():
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "HTTP_PROXY", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _bounded(call: Callable[[], object], limit: float = 120) -> tuple[BaseException | None, float]:
+    """Runs ``call`` in a thread; (what it raised, seconds). A call still running after
+    ``limit`` seconds fails the test (the store was not bounded)."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 (handed to the test)
+            outcome.append(exc)
+
+    started = time.monotonic()
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(limit)
+    if thread.is_alive():
+        pytest.fail(f"the S3 call still runs after {limit} s: unbounded")
+    return outcome[0], time.monotonic() - started
+
+
+S3_CASES = {  # mode: (the call, what the one line says)
+    "cycle": (lambda store: list(store.keys("")), "continuation token again"),
+    "huge": (lambda store: store.get("state.json"), f"{3 << 30} bytes, more than"),
+    "stall": (lambda store: store.get("state.json"), "ReadTimeoutError"),
+    "trickle": (lambda store: store.get("state.json"), "ReadTimeoutError"),
+    "stall-put": (lambda store: store.put("state.json", b"{}"), "ReadTimeoutError"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(S3_CASES))
+def test_a_hostile_s3_store_is_one_line_within_the_timeout(s3_env: None, monkeypatch: pytest.MonkeyPatch,
+                                                           case: str) -> None:
+    from kernel_wheels.errors import DistributionError
+    from kernel_wheels.mirror.store import open_destination
+
+    call, expected = S3_CASES[case]
+    with HostileS3(case.split("-")[0]) as store_server:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", store_server.endpoint)
+        store = open_destination("s3://bkt/pre")
+        error, seconds = _bounded(lambda: call(store))
+    assert isinstance(error, DistributionError), repr(error)
+    message = error.message
+    assert len(message.splitlines()) == 1 and message.startswith("s3://bkt/pre: "), message
+    assert expected in message, message
+    assert S3_ENV["AWS_SECRET_ACCESS_KEY"] not in message
+    assert seconds < S3_BOUND, (seconds, message)
+    if case == "cycle":
+        assert len(store_server.requests) <= 3, store_server.requests
+
+
+def test_a_stalled_s3_store_ends_the_mirror_run_with_one_line(tmp_path: Path) -> None:
+    with hostile_hub(**{"good/cachedk": HubRepo({"v1.0.0": commit_of("good")})}) as hub, \
+            HostileS3("stall") as store_server:
+        env = {**S3_ENV, "AWS_ENDPOINT_URL": store_server.endpoint, "HF_ENDPOINT": hub.endpoint,
+               "HF_HOME": str(tmp_path / "hf-home"), "KERNEL_WHEELS_CACHE": str(tmp_path / "kw-cache"),
+               "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+        started = time.monotonic()
+        proc = run_cli("mirror", "good/cachedk", "--to", "s3://bkt/pre", "--timeout", str(S3_TIMEOUT),
+                       "--retries", str(S3_RETRIES), env=env, check=False)
+        seconds = time.monotonic() - started
+    line = one_line_error(proc, "s3://bkt/pre", "ReadTimeoutError", status=1)
+    assert S3_ENV["AWS_SECRET_ACCESS_KEY"] not in proc.stdout + proc.stderr
+    assert seconds < S3_BOUND + 30, (seconds, line)
+
+
+def _unused(_: Iterator[None], __: object = os) -> None:
+    pass

@@ -296,6 +296,14 @@ def _proxy_for(url: str) -> str | None:
     return proxies.get(parts.scheme.lower()) or proxies.get("all")
 
 
+def paced_client(pace: Pace, url: str, tls: Tls | None = None) -> httpx2.Client:
+    """A client for requests to ``url``'s origin (through the environment's proxy for
+    it): every connection paced, no redirect followed, nothing taken from the
+    environment (``.netrc``) but the proxy. For other stores' requests (S3)."""
+    return httpx2.Client(transport=_paced_transport(pace, _proxy_for(url), tls), trust_env=False,
+                         timeout=httpx2.Timeout(pace.timeout), follow_redirects=False)
+
+
 # --- requests ------------------------------------------------------------------------------
 
 
