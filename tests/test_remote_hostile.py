@@ -9,13 +9,12 @@ from __future__ import annotations
 import base64
 import html
 import json
-import os
 import re
 import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -448,7 +447,3 @@ def test_a_stalled_s3_store_ends_the_mirror_run_with_one_line(tmp_path: Path) ->
     line = one_line_error(proc, "s3://bkt/pre", "ReadTimeoutError", status=1)
     assert S3_ENV["AWS_SECRET_ACCESS_KEY"] not in proc.stdout + proc.stderr
     assert seconds < S3_BOUND + 30, (seconds, line)
-
-
-def _unused(_: Iterator[None], __: object = os) -> None:
-    pass

@@ -90,13 +90,15 @@ def _botocore_error(exc: httpx2.HTTPError, url: str) -> Exception:
     from botocore import exceptions
 
     reason = describe_http_error(exc)
+    kind: Any = exceptions.ConnectionClosedError  # botocore is untyped here
     if isinstance(exc, httpx2.ConnectTimeout):
-        return exceptions.ConnectTimeoutError(endpoint_url=url, error=reason)
-    if isinstance(exc, httpx2.TimeoutException):
-        return exceptions.ReadTimeoutError(endpoint_url=url, error=reason)
-    if isinstance(exc, httpx2.ConnectError):
-        return exceptions.EndpointConnectionError(endpoint_url=url, error=reason)
-    return exceptions.ConnectionClosedError(endpoint_url=url, error=reason)
+        kind = exceptions.ConnectTimeoutError
+    elif isinstance(exc, httpx2.TimeoutException):
+        kind = exceptions.ReadTimeoutError
+    elif isinstance(exc, httpx2.ConnectError):
+        kind = exceptions.EndpointConnectionError
+    error: Exception = kind(endpoint_url=url, error=reason)
+    return error
 
 
 def _content(body: Any) -> bytes | Iterator[bytes] | None:
