@@ -27,7 +27,7 @@ import html
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit, urlunsplit
 
 from .confine import shown
@@ -38,7 +38,7 @@ WITHHELD = "(the server's text is not shown: it may echo the credentials)"
 #: Secrets shorter than this are masked only as whole values (see the module's doc).
 SHORT_SECRET = 8
 #: Decodings of a server's text tried, and rounds of them (nested encodings).
-_MAX_VIEWS = 64
+_MAX_VIEWS = 256
 _ROUNDS = 3
 
 # ``scheme://user:password@`` up to the last ``@`` of the authority (a password may hold
@@ -109,12 +109,14 @@ def redact(text: str, secrets: Iterable[str] = (), *, userinfo: str = "") -> str
 
 # --- whether a text holds a secret, however it is spelt --------------------------------------
 
-_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2}|[0-7]{1,3}|.)", re.S)
+_ESCAPE = re.compile(r"\\(U[0-9a-fA-F]{8}|[uU][0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|[0-7]{1,3}|.)", re.S)
 _SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "v": "\v", "a": "\a"}
 # Characters that hide between a secret's parts without showing: white space, control
 # and format characters (zero-width spaces, bidirectional marks).
 _INVISIBLE = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]+")
 _NOT_ALNUM = re.compile(r"[\W_]+")
+#: Only ASCII white space: C1 characters and U+00A0 are bytes of UTF-8 read as latin-1.
+_LINE_SPACE = re.compile(r"[ \t\n\r\f\v]+")
 
 
 def _unescape(text: str) -> str:
@@ -132,18 +134,91 @@ def _unescape(text: str) -> str:
     return _ESCAPE.sub(one, text).encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{8,}={0,2}")
+
+
+def _unbase64(text: str, shift: int = 0) -> str:
+    """Every run that reads as base64 (either alphabet) replaced by what it encodes,
+    its first ``shift`` characters left out (a run glued to a word before it)."""
+    def one(match: re.Match[str]) -> str:
+        run = match[0].rstrip("=")[shift:].replace("-", "+").replace("_", "/")
+        for candidate in (run + "=" * (-len(run) % 4), run[:len(run) // 4 * 4]):
+            try:  # whole, else its full quartets (a run glued to a word after it)
+                return base64.b64decode(candidate).decode("utf-8", "replace")
+            except ValueError:
+                continue
+        return match[0]
+
+    return _BASE64_RUN.sub(one, text)
+
+
+_HEX_RUN = re.compile(r"[0-9A-Fa-f]{8,}")
+
+
+def _unhex(text: str, shift: int = 0) -> str:
+    """Every run of hex digits replaced by the text its bytes give (from ``shift``)."""
+    def one(match: re.Match[str]) -> str:
+        run = match[0][shift:]
+        run = run[:len(run) // 2 * 2]
+        return bytes.fromhex(run).decode("utf-8", "replace")
+
+    return _HEX_RUN.sub(one, text)
+
+
+_READ_AS_SINGLE_BYTES = re.compile("[\u0080-\u00ff\u0152\u0153\u0160\u0161\u0178\u017d\u017e\u0192"
+                                   "\u02c6\u02dc\u2013-\u2022\u2026\u2030\u2039\u203a\u20ac\u2122]")
+
+
+def _unmojibake(text: str) -> str:
+    """UTF-8 that a latin-1 or Windows-1252 reader turned into characters, read back."""
+    if not _READ_AS_SINGLE_BYTES.search(text):
+        return text
+    raw = bytearray()
+    for char in text:
+        if ord(char) < 256:
+            raw.append(ord(char))
+        else:
+            try:
+                raw += char.encode("cp1252")
+            except UnicodeEncodeError:
+                raw += char.encode("utf-8", "surrogatepass")
+    return raw.decode("utf-8", "replace")
+
+
+def _fully(decode: Callable[[str], str], text: str) -> Iterable[str]:
+    """``decode`` applied again and again (an encoding nested in itself), every stage:
+    a stage can over-decode what the one before it showed."""
+    for _ in range(8):
+        decoded = decode(text)
+        if decoded == text:
+            return
+        yield decoded
+        text = decoded
+
+
 def _decodings(text: str) -> Iterable[str]:
-    yield html.unescape(text)
-    yield unquote(text, errors="replace")
-    yield unquote_plus(text, errors="replace")
-    yield _unescape(text)
+    yield _LINE_SPACE.sub("", text)  # an encoding split over lines (at any depth)
+    yield text.lower()  # escapes upper-cased (\\U0030, &#X30;, %2F)
+    yield from _fully(html.unescape, text)
+    yield from _fully(lambda t: unquote(t, errors="replace"), text)
+    yield from _fully(lambda t: unquote_plus(t, errors="replace"), text)
+    yield from _fully(_unescape, text)
+    yield from _fully(_unhex, text)
+    yield from _fully(_unmojibake, text)
+    yield _unhex(text, 1)
+    yield from _fully(_unbase64, text)
+    for shift in (1, 2, 3):  # once: the next round decodes what it gives
+        yield _unbase64(text, shift)
 
 
 def _views(text: str) -> list[str]:
     """``text`` decoded every way it could have been encoded, nested a few times deep."""
-    views = [text]
-    seen = {text}
-    frontier = [text]
+    # Also without white space: an encoding split over lines decodes only when joined.
+    # And in lower case: an escape upper-cased (\\U0030, %2f) still decodes.
+    joined = _LINE_SPACE.sub("", text)
+    views = list(dict.fromkeys([text, joined, text.lower(), joined.lower()]))
+    seen = set(views)
+    frontier = list(views)
     for _round in range(_ROUNDS):
         following = []
         for view in frontier:
@@ -165,7 +240,8 @@ def _detectable(secret: str) -> set[str]:
     """Spellings of ``secret`` that its decodings do not undo: as bytes read one by one,
     as hex, as base64 at each of the three positions it can start at in a longer text."""
     raw = secret.encode("utf-8", "surrogateescape")
-    forms = {secret, raw.decode("latin-1"), _read_as_single_bytes(raw), raw.hex()}
+    forms = {secret, secret.upper(), secret.lower(), raw.decode("latin-1"),
+             _read_as_single_bytes(raw), raw.hex()}
     forms |= set(_decodings(secret))  # a server that decoded what it was sent
     for shift in range(3):
         padded = b"\0" * shift + raw
