@@ -310,6 +310,19 @@ def test_a_server_text_without_the_password_is_still_shown(publish_wheel: Path) 
                    status=1)
 
 
+def test_a_server_text_reaches_the_terminal_without_escape_sequences(publish_wheel: Path) -> None:
+    """C1 controls (0x9b is CSI to many terminals) and bidirectional overrides in what a
+    server says are shown escaped, as C0 ones already were."""
+    body = "no \x1b[2J \x9b2J \u202egnp.exe \u2066x\u2069 end\n".encode()
+    with HostileIndex() as index:
+        index.routes["/"] = answer(400, body)
+        proc = publish_to(index, publish_wheel, SPECIAL)
+    line = one_line_error(proc, "did not accept", status=1)
+    for raw in ("\x1b", "\x9b", "\u202e", "\u2066", "\u2069"):
+        assert raw not in proc.stderr + proc.stdout, (raw, line)
+    assert "\\x9b2J" in line and "\\u202egnp.exe" in line, line
+
+
 def test_a_one_letter_password_is_not_masked_inside_words(publish_wheel: Path) -> None:
     with HostileIndex() as index:
         index.routes["/"] = echo_encoded("as-is", "body")
