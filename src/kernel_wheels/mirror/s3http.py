@@ -131,8 +131,12 @@ class PacedSender:
     def __call__(self, request: Any, **_: Any) -> Any:
         from botocore.awsrequest import AWSResponse
 
+        # botocore's headers as they are (they are signed), less Expect (httpx sends the
+        # body at once; Expect is never signed); the body's bytes as they are stored.
         headers = [(str(k), v.decode("latin-1") if isinstance(v, bytes) else str(v))
-                   for k, v in request.headers.items()]
+                   for k, v in request.headers.items() if str(k).lower() != "expect"]
+        if not any(k.lower() == "accept-encoding" for k, _ in headers):
+            headers.append(("Accept-Encoding", "identity"))
         client = self._client(request.url)
         try:
             sent = client.build_request(request.method, request.url, headers=headers,
