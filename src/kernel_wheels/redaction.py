@@ -37,9 +37,14 @@ MASK = "********"
 WITHHELD = "(the server's text is not shown: it may echo the credentials)"
 #: Secrets shorter than this are masked only as whole values (see the module's doc).
 SHORT_SECRET = 8
-#: Decodings of a server's text tried, and rounds of them (nested encodings).
-_MAX_VIEWS = 256
+#: Rounds of decodings of a server's text (nested encodings), and the most characters
+#: all decodings together may have: a text whose decodings would take more is
+#: withheld (judged as holding a secret), so no padding hides a deep encoding.
 _ROUNDS = 3
+_VIEW_BUDGET = 4_000_000
+#: Of an answer's body not shown, this much is judged with what is shown (a secret
+#: split between the shown first line and the next).
+_ALSO = 4096
 
 # ``scheme://user:password@`` up to the last ``@`` of the authority (a password may hold
 # an unencoded ``@``); the path, query and fragment are left alone.
@@ -202,6 +207,7 @@ def _decodings(text: str) -> Iterable[str]:
     yield from _fully(html.unescape, text)
     yield from _fully(lambda t: unquote(t, errors="replace"), text)
     yield from _fully(lambda t: unquote_plus(t, errors="replace"), text)
+    yield from _fully(lambda t: t.replace("%25", "%"), text)  # only the '%' of a nested one
     yield from _fully(_unescape, text)
     yield from _fully(_unhex, text)
     yield from _fully(_unmojibake, text)
@@ -211,24 +217,31 @@ def _decodings(text: str) -> Iterable[str]:
         yield _unbase64(text, shift)
 
 
-def _views(text: str) -> list[str]:
-    """``text`` decoded every way it could have been encoded, nested a few times deep."""
+def _views(text: str) -> tuple[list[str], bool]:
+    """``text`` decoded every way it could have been encoded, nested a few times deep;
+    and whether every decoding fit in :data:`_VIEW_BUDGET`."""
     # Also without white space: an encoding split over lines decodes only when joined.
     # And in lower case: an escape upper-cased (\\U0030, %2f) still decodes.
     joined = _LINE_SPACE.sub("", text)
     views = list(dict.fromkeys([text, joined, text.lower(), joined.lower()]))
     seen = set(views)
     frontier = list(views)
-    for _round in range(_ROUNDS):
+    budget = _VIEW_BUDGET - sum(map(len, views))
+    for round_ in range(_ROUNDS):
         following = []
         for view in frontier:
             for decoded in _decodings(view):
-                if decoded not in seen and len(views) < _MAX_VIEWS:
-                    seen.add(decoded)
-                    views.append(decoded)
+                if decoded in seen:
+                    continue
+                budget -= len(decoded)
+                if budget < 0:
+                    return views, False
+                seen.add(decoded)
+                views.append(decoded)
+                if round_ + 1 < _ROUNDS:
                     following.append(decoded)
         frontier = following
-    return views
+    return views, True
 
 
 def _read_as_single_bytes(raw: bytes) -> str:
@@ -243,6 +256,10 @@ def _detectable(secret: str) -> set[str]:
     forms = {secret, secret.upper(), secret.lower(), raw.decode("latin-1"),
              _read_as_single_bytes(raw), raw.hex()}
     forms |= set(_decodings(secret))  # a server that decoded what it was sent
+    # Percent-encoded once and twice: a '%' glued before them would decode otherwise.
+    for safe in ("", "/"):
+        once = quote(secret, safe=safe)
+        forms |= {once, quote(once, safe=safe), quote_plus(secret, safe=safe)}
     for shift in range(3):
         padded = b"\0" * shift + raw
         start, end = (shift * 8 + 5) // 6, len(padded) * 8 // 6
@@ -270,7 +287,10 @@ def holds_secret(text: str, secrets: Iterable[str]) -> bool:
             patterns.append((normal, alnum if len(alnum) >= min(len(normal), 6) else ""))
     if not patterns:
         return False
-    for view in _views(text):
+    views, complete = _views(text)
+    if not complete:
+        return True  # too many ways to read it to tell: withheld
+    for view in views:
         normal = _normal(view)
         alnum = _NOT_ALNUM.sub("", normal)
         for form, form_alnum in patterns:
@@ -288,7 +308,7 @@ def untrusted_lines(texts: Sequence[str], secrets: Iterable[str] = (),
     a secret split over two of them, or over a body's lines, is found too."""
     secrets = tuple(s for s in secrets if s)
     masked = [redact(text, secrets) for text in texts]
-    if secrets and holds_secret("\n".join([*masked, redact(also, secrets)]), secrets):
+    if secrets and holds_secret("\n".join([*masked, redact(also[:_ALSO], secrets)]), secrets):
         return [WITHHELD] * len(texts)
     return [shown(text, limits[i] if i < len(limits) else 200) for i, text in enumerate(masked)]
 
