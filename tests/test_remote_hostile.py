@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
 import re
 import socket
 import subprocess
@@ -448,7 +449,7 @@ def _bounded(call: Callable[[], object], limit: float = 120) -> tuple[BaseExcept
     thread.start()
     thread.join(limit)
     if thread.is_alive():
-        pytest.fail(f"the S3 call still runs after {limit} s: unbounded")
+        pytest.fail(f"the store call still runs after {limit} s: unbounded")
     return outcome[0], time.monotonic() - started
 
 
@@ -495,3 +496,25 @@ def test_a_stalled_s3_store_ends_the_mirror_run_with_one_line(tmp_path: Path) ->
     line = one_line_error(proc, "s3://bkt/pre", "ReadTimeoutError", status=1)
     assert S3_ENV["AWS_SECRET_ACCESS_KEY"] not in proc.stdout + proc.stderr
     assert seconds < S3_BOUND + 30, (seconds, line)
+
+
+@pytest.mark.parametrize("case", ["fifo", "sparse-300-mib"])
+def test_a_planted_mirror_object_in_a_folder_is_one_line(tmp_path: Path, case: str) -> None:
+    """The folder destination holds its objects to the same bounds: a FIFO at a record's
+    key does not hang the run, a 300 MiB record is refused before it is read."""
+    from kernel_wheels.errors import DistributionError
+    from kernel_wheels.mirror.store import open_destination
+
+    key = ".kernel-wheels/mirror/state/x.json"
+    path = tmp_path / "mirror" / key
+    path.parent.mkdir(parents=True)
+    if case == "fifo":
+        os.mkfifo(path)
+    else:
+        with path.open("wb") as out:
+            out.truncate(300 << 20)
+    store = open_destination(str(tmp_path / "mirror"))
+    error, seconds = _bounded(lambda: store.get(key), limit=30)
+    assert isinstance(error, DistributionError), repr(error)
+    assert len(error.message.splitlines()) == 1 and key in error.message, error.message
+    assert seconds < 10, seconds
