@@ -402,6 +402,15 @@ class HostileS3:
                 f'<NextContinuationToken>{token}</NextContinuationToken></ListBucketResult>').encode()
         self._send(handler, 200, body)
 
+    def _foreign(self, handler: BaseHTTPRequestHandler) -> None:
+        body = ('<?xml version="1.0" encoding="UTF-8"?><ListBucketResult '
+                'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>bkt</Name><Prefix>pre/</Prefix>'
+                '<KeyCount>3</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated>'
+                '<Contents><Key>other/state.json</Key><Size>1</Size></Contents>'
+                '<Contents><Key>pre</Key><Size>1</Size></Contents>'
+                '<Contents><Key>pre/files/ok.whl</Key><Size>1</Size></Contents></ListBucketResult>').encode()
+        self._send(handler, 200, body)
+
     def _huge(self, handler: BaseHTTPRequestHandler) -> None:
         self._send(handler, 200, b"{" * 4096, length=3 << 30)  # then nothing: the client must not wait
         handler.close_connection = True
@@ -518,3 +527,13 @@ def test_a_planted_mirror_object_in_a_folder_is_one_line(tmp_path: Path, case: s
     assert isinstance(error, DistributionError), repr(error)
     assert len(error.message.splitlines()) == 1 and key in error.message, error.message
     assert seconds < 10, seconds
+
+
+def test_keys_a_store_lists_outside_the_prefix_are_not_the_mirrors(s3_env: None,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernel_wheels.mirror.store import open_destination
+
+    with HostileS3("foreign") as store_server:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", store_server.endpoint)
+        store = open_destination("s3://bkt/pre")
+        assert list(store.keys("")) == ["files/ok.whl"]

@@ -320,6 +320,7 @@ class S3Destination:
         end), a truncated page without one, or more than :data:`MAX_LIST_PAGES` pages is
         refused."""
         strip = len(self._key(""))
+        asked = self._key(prefix)
         where = prefix or "/"
         seen: set[str] = set()
         token: str | None = None
@@ -332,7 +333,9 @@ class S3Destination:
                 raise self._failed("listing", where, exc) from None
             for item in page.get("Contents", ()):
                 key = item.get("Key") if isinstance(item, dict) else None
-                if isinstance(key, str) and len(key) > strip:
+                # Only keys under what was asked: a store that lists others names
+                # objects the mirror does not own (and must never delete).
+                if isinstance(key, str) and key.startswith(asked) and len(key) > strip:
                     yield key[strip:]
             if not page.get("IsTruncated"):
                 return
