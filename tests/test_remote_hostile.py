@@ -403,12 +403,12 @@ class HostileS3:
         self._send(handler, 200, body)
 
     def _foreign(self, handler: BaseHTTPRequestHandler) -> None:
-        body = ('<?xml version="1.0" encoding="UTF-8"?><ListBucketResult '
-                'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>bkt</Name><Prefix>pre/</Prefix>'
-                '<KeyCount>3</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated>'
-                '<Contents><Key>other/state.json</Key><Size>1</Size></Contents>'
-                '<Contents><Key>pre</Key><Size>1</Size></Contents>'
-                '<Contents><Key>pre/files/ok.whl</Key><Size>1</Size></Contents></ListBucketResult>').encode()
+        body = (b'<?xml version="1.0" encoding="UTF-8"?><ListBucketResult '
+                b'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>bkt</Name><Prefix>pre/</Prefix>'
+                b'<KeyCount>3</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated>'
+                b'<Contents><Key>other/state.json</Key><Size>1</Size></Contents>'
+                b'<Contents><Key>pre</Key><Size>1</Size></Contents>'
+                b'<Contents><Key>pre/files/ok.whl</Key><Size>1</Size></Contents></ListBucketResult>')
         self._send(handler, 200, body)
 
     def _huge(self, handler: BaseHTTPRequestHandler) -> None:
