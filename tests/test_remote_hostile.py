@@ -15,7 +15,8 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,7 @@ def _htpasswd(folder: Path) -> Path:
     return path
 
 
-def _serving(hub_endpoint: str, kernels: str, folder: Path, *args: str):  # type: ignore[no-untyped-def]
+def _serving(hub_endpoint: str, kernels: str, folder: Path, *args: str) -> AbstractContextManager[Serve]:
     env = {"HF_ENDPOINT": hub_endpoint, "HF_HOME": str(folder / "hf-home"),
            "KERNEL_WHEELS_CACHE": str(folder / "kw-cache"), "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
     return serve(kernels, folder / "cache", env, "--retries", "0", "--unlisted", "degraded", *args)
@@ -122,7 +123,7 @@ def _basic(user: bytes, password: bytes) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def auth_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     folder = tmp_path_factory.mktemp("serve-auth")
     with hostile_hub(**{"good/cachedk": HubRepo({"v1.0.0": commit_of("good")})}) as hub, \
             _serving(hub.endpoint, "good/cachedk", folder, "--auth-file", str(_htpasswd(folder))) as server:
@@ -142,7 +143,7 @@ def test_a_user_name_the_htpasswd_file_cannot_hold_is_401(auth_server: Serve, us
 
 
 @pytest.fixture(scope="module")
-def open_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def open_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     folder = tmp_path_factory.mktemp("serve-open")
     tags = {"v1.0.0": commit_of("one"), "v1.1.2": commit_of("a"), "v1.01.2": commit_of("b")}
     with hostile_hub(**{"evil/twice": HubRepo(tags)}) as hub, \
