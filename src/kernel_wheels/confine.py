@@ -28,9 +28,18 @@ MAX_PATH = 4096
 _BAD_REF = re.compile(r"\.\.|@\{|[\x00-\x20\x7f~^:?*\[\\]|//|/\.|\.lock(/|$)|^\.|^/|/$|\.$")
 
 
+#: What a terminal acts on rather than shows: C0, DEL, C1 (0x9b is CSI to many
+#: terminals) and the bidirectional embeddings, overrides and isolates.
+_SHOWN_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(char: str) -> str:
+    return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
+
+
 def shown(name: str, limit: int = 120) -> str:
     """``name`` on one line, control characters escaped, cut at ``limit`` characters."""
-    escaped = _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", name)
+    escaped = _SHOWN_CONTROL.sub(lambda m: _escape(m[0]), name)
     return escaped if len(escaped) <= limit else escaped[:limit] + "..."
 
 

@@ -95,12 +95,12 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--to {args.to}: an index server has no place for the mirror's state; "
                              "give --state DEST (a folder or s3://BUCKET/PREFIX)")
         refuse_removals(options)  # before any listing or prompt
-        store = with_faults(open_destination(args.state, "--state"))
+        store = with_faults(open_destination(args.state, "--state", network(args)))
         uploads = _server_uploads(args.to, prompt=not args.dry_run)
     elif args.state:
         raise UsageError("--state is for an index server --to: a folder or bucket keeps its own state")
     else:
-        store = with_faults(open_destination(args.to))
+        store = with_faults(open_destination(args.to, network=network(args)))
     lister = HubLister(network(args), args.repo_type)
     repos = list(args.repos)
     progress = from_args(args)

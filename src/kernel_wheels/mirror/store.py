@@ -5,12 +5,18 @@ Both hold the same keys with the same bytes (``files/<wheel>``, ``simple/...``,
 complete or absent: a folder writes a temporary file and renames it; S3 ``PutObject`` is
 atomic by itself. ``put(..., if_absent=True)`` is the one conditional write the lease
 needs: ``O_EXCL``-like (a hard link) for a folder, ``If-None-Match: *`` for S3.
+
+A store is not trusted to be sane: an object read is refused above :data:`MAX_OBJECT`
+bytes (declared or read), a listing above :data:`MAX_LIST_PAGES` pages or whose
+continuation token comes back is refused, and every S3 request has ``--timeout`` and the
+minimum rate (:mod:`.s3http`) and ``--retries``; each failure is one line.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,11 +25,19 @@ from urllib.parse import urlsplit
 
 from ..confine import inside
 from ..errors import DistributionError, UsageError
+from ..network import NetworkSettings
 from ..processes import alive
+from ..redaction import one_line
 
 #: Temporary files of a folder destination (removed again; never listed).
 TEMP_DIR = ".kernel-wheels/tmp"
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+#: The largest object a mirror reads (records, pages, the lease): far above what
+#: 100,000 wheels give, far below what would exhaust a machine's memory.
+MAX_OBJECT = 256 << 20
+#: The most pages (of up to 1,000 keys) a listing may take: 100 million keys.
+MAX_LIST_PAGES = 100_000
+_READ_CHUNK = 1 << 20
 
 
 class Destination(Protocol):
@@ -91,10 +105,23 @@ class FolderDestination:
         return folder / f"{os.getpid()}-{threading.get_ident()}-{count}"
 
     def get(self, key: str) -> bytes | None:
-        try:
-            return self._path(key).read_bytes()
+        path = self._path(key)
+        try:  # O_NONBLOCK: a FIFO planted at a key does not hang the run
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         except (FileNotFoundError, NotADirectoryError):
             return None
+        with os.fdopen(fd, "rb") as stream:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise DistributionError(f"{self.description}: {key} is not a regular file")
+            if info.st_size > MAX_OBJECT:
+                raise DistributionError(f"{self.description}: {key} is {info.st_size} bytes, more "
+                                        f"than the {MAX_OBJECT} a mirror's object may have")
+            data = stream.read(MAX_OBJECT + 1)
+        if len(data) > MAX_OBJECT:
+            raise DistributionError(f"{self.description}: {key} is larger than the {MAX_OBJECT} "
+                                    "bytes a mirror's object may have")
+        return data
 
     def put(self, key: str, data: bytes, *, if_absent: bool = False) -> bool:
         path = self._path(key)
@@ -185,33 +212,65 @@ class S3Destination:
     (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_DEFAULT_REGION``, profiles, and
     ``AWS_ENDPOINT_URL`` for an S3-compatible store)."""
 
-    def __init__(self, bucket: str, prefix: str, client: Any) -> None:
+    def __init__(self, bucket: str, prefix: str, client: Any,
+                 network: NetworkSettings | None = None) -> None:
         self.bucket, self.prefix, self.client = bucket, prefix, client
+        self.network = network or NetworkSettings()
         self.description = f"s3://{bucket}/{prefix}".rstrip("/")
 
     def __getstate__(self) -> dict[str, Any]:  # to a worker process: a client of its own
-        return {"bucket": self.bucket, "prefix": self.prefix}
+        return {"bucket": self.bucket, "prefix": self.prefix, "network": self.network}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["bucket"], state["prefix"], _s3_client())  # type: ignore[misc]
+        network = state.get("network") or NetworkSettings()
+        self.__init__(state["bucket"], state["prefix"], _s3_client(network), network)  # type: ignore[misc]
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
 
     def _failed(self, what: str, key: str, exc: Exception) -> DistributionError:
-        error = getattr(exc, "response", {}).get("Error", {})
-        code = error.get("Code") or type(exc).__name__
+        """One line: the store's error code and message (its text, so escaped, cut and
+        without the secret key), or the transport's reason (a timeout, a refusal)."""
+        error = getattr(exc, "response", None)
+        error = error.get("Error", {}) if isinstance(error, dict) else {}
+        error = error if isinstance(error, dict) else {}
+        secrets = [os.environ.get("AWS_SECRET_ACCESS_KEY", ""), os.environ.get("AWS_SESSION_TOKEN", "")]
+        code = one_line(str(error.get("Code") or ""), secrets, 60) or type(exc).__name__
+        message = one_line(str(error.get("Message") or ""), secrets, 200)
+        reason = getattr(exc, "kwargs", {}).get("error") if not message else None
+        detail = message or (one_line(str(reason), secrets, 200) if reason else "")
+        hint = f"; {self.network.retries} retries, --timeout {self.network.timeout:g}" \
+            if code in _TRANSPORT_FAILURES else ""
         return DistributionError(f"{self.description}: {what} {key} failed ({code}"
-                                 f"{': ' + error['Message'] if error.get('Message') else ''})")
+                                 f"{': ' + detail if detail else ''}{hint})")
 
     def get(self, key: str) -> bytes | None:
         try:
             answer = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
-            return bytes(answer["Body"].read())
         except self.client.exceptions.NoSuchKey:
             return None
         except Exception as exc:
             raise self._failed("reading", key, exc) from None
+        body = answer["Body"]
+        try:
+            declared = answer.get("ContentLength")
+            if isinstance(declared, int) and declared > MAX_OBJECT:
+                raise DistributionError(f"{self.description}: {key} is {declared} bytes, more than "
+                                        f"the {MAX_OBJECT} a mirror's object may have")
+            chunks, size = [], 0
+            while chunk := body.read(_READ_CHUNK):
+                size += len(chunk)
+                if size > MAX_OBJECT:
+                    raise DistributionError(f"{self.description}: {key} is larger than the "
+                                            f"{MAX_OBJECT} bytes a mirror's object may have")
+                chunks.append(chunk)
+            return b"".join(chunks)
+        except DistributionError:
+            raise
+        except Exception as exc:
+            raise self._failed("reading", key, exc) from None
+        finally:
+            body.close()
 
     def put(self, key: str, data: bytes, *, if_absent: bool = False) -> bool:
         extra = {"IfNoneMatch": "*"} if if_absent else {}
@@ -220,7 +279,9 @@ class S3Destination:
                                    ContentType=_content_type(key), **extra)
             return True
         except Exception as exc:
-            status = getattr(exc, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
+            answer = getattr(exc, "response", None)
+            meta = answer.get("ResponseMetadata") if isinstance(answer, dict) else None
+            status = meta.get("HTTPStatusCode") if isinstance(meta, dict) else None
             if if_absent and status in (409, 412):  # there is one (or a put of one is under way)
                 return False
             raise self._failed("writing", key, exc) from None
@@ -255,15 +316,40 @@ class S3Destination:
                                         f"({error.get('Code')})")
 
     def keys(self, prefix: str) -> Iterator[str]:
+        """Page by page; a continuation token seen before (a listing that would never
+        end), a truncated page without one, or more than :data:`MAX_LIST_PAGES` pages is
+        refused."""
         strip = len(self._key(""))
-        try:
-            pages = self.client.get_paginator("list_objects_v2").paginate(
-                Bucket=self.bucket, Prefix=self._key(prefix))
-            for page in pages:
-                for item in page.get("Contents", ()):
-                    yield item["Key"][strip:]
-        except Exception as exc:
-            raise self._failed("listing", prefix or "/", exc) from None
+        asked = self._key(prefix)
+        where = prefix or "/"
+        seen: set[str] = set()
+        token: str | None = None
+        for _page in range(MAX_LIST_PAGES):
+            extra = {"ContinuationToken": token} if token is not None else {}
+            try:
+                page = self.client.list_objects_v2(Bucket=self.bucket, Prefix=self._key(prefix),
+                                                   **extra)
+            except Exception as exc:
+                raise self._failed("listing", where, exc) from None
+            for item in page.get("Contents", ()):
+                key = item.get("Key") if isinstance(item, dict) else None
+                # Only keys under what was asked: a store that lists others names
+                # objects the mirror does not own (and must never delete).
+                if isinstance(key, str) and key.startswith(asked) and len(key) > strip:
+                    yield key[strip:]
+            if not page.get("IsTruncated"):
+                return
+            token = page.get("NextContinuationToken")
+            if not isinstance(token, str) or not token:
+                raise DistributionError(f"{self.description}: listing {where} failed (a truncated "
+                                        "page without a continuation token)")
+            if token in seen:
+                raise DistributionError(f"{self.description}: listing {where} failed (the store "
+                                        "gave a continuation token again: the listing would "
+                                        "never end)")
+            seen.add(token)
+        raise DistributionError(f"{self.description}: listing {where} failed (more than "
+                                f"{MAX_LIST_PAGES} pages)")
 
 
 def _content_type(key: str) -> str:
@@ -279,9 +365,11 @@ def is_index_url(spec: str) -> bool:
     return urlsplit(spec).scheme in ("http", "https")
 
 
-def open_destination(spec: str, option: str = "--to") -> Destination:
+def open_destination(spec: str, option: str = "--to",
+                     network: NetworkSettings | None = None) -> Destination:
     """A folder path, ``s3://bucket[/prefix]``; an index server URL is refused (it has no
-    place for the state: the caller pairs it with a store, ``--state``)."""
+    place for the state: the caller pairs it with a store, ``--state``). ``network``:
+    the timeout and retries of every S3 request (``--timeout``, ``--retries``)."""
     split = urlsplit(spec)
     if is_index_url(spec):
         raise UsageError(f"{option} {spec}: the mirror's state needs a folder or s3://BUCKET/PREFIX "
@@ -291,24 +379,35 @@ def open_destination(spec: str, option: str = "--to") -> Destination:
         if not _BUCKET.fullmatch(bucket) or ".." in prefix or "//" in prefix:
             raise UsageError(f"{option} {spec}: give s3://BUCKET/PREFIX (a bucket name of 3 to 63 "
                              "lower-case letters, digits, dots and dashes)")
-        return S3Destination(bucket, prefix, _s3_client())
+        network = network or NetworkSettings.from_environment()
+        return S3Destination(bucket, prefix, _s3_client(network), network)
     if split.scheme:
         raise UsageError(f"{option} {spec}: give a folder, s3://BUCKET/PREFIX or an http(s):// "
                          "index server URL")
     return FolderDestination(Path(spec))
 
 
-def _s3_client() -> Any:
+#: Failures of the transport (no answer from the store): the message names the limits.
+_TRANSPORT_FAILURES = frozenset({"ReadTimeoutError", "ConnectTimeoutError", "EndpointConnectionError",
+                                 "ConnectionClosedError"})
+
+
+def _s3_client(network: NetworkSettings) -> Any:
     try:
         import boto3
         from botocore.config import Config
     except ImportError:
         raise UsageError("s3:// destinations need boto3: pip install 'kernel-wheels[s3]'") from None
+    from .s3http import pace_client
+
     # boto3 reads AWS_ENDPOINT_URL, credentials and region from the environment itself.
-    config = Config(retries={"max_attempts": 5, "mode": "standard"},
+    # Every request is sent by s3http (paced, --timeout); botocore tries it --retries
+    # more times.
+    config = Config(retries={"max_attempts": network.retries + 1, "mode": "standard"},
+                    connect_timeout=network.timeout, read_timeout=network.timeout,
                     region_name=os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION")
                     or "us-east-1")
-    return boto3.client("s3", config=config)
+    return pace_client(boto3.client("s3", config=config), network)
 
 
 #: Test hook (docs/mirror.md, tests/test_mirror.py): the process kills itself (SIGKILL)

@@ -23,7 +23,7 @@ from packaging.utils import canonicalize_name
 
 from ..errors import IndexServerError, UsageError
 from ..index.simple import JSON_TYPE
-from ..redaction import one_line, split_credentials, strip_userinfo
+from ..redaction import one_line, split_credentials, strip_userinfo, untrusted_line
 from .transport import DEFAULT_TIMEOUT, MAX_FILE, IndexHttp, Login, Pace, Tls
 
 ACCEPT = f"{JSON_TYPE}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
@@ -70,6 +70,10 @@ class _Clean:
         if value is None:
             return None
         return one_line(str(value), self.secrets, limit=1000)
+
+    def note(self, value: object) -> str:
+        """A text only shown (a yank reason): withheld when it may hold a secret."""
+        return untrusted_line(str(value), self.secrets, limit=1000)
 
     def url(self, base: str, href: str) -> str:
         url = strip_userinfo(urljoin(base, href)).partition("#")[0]
@@ -123,7 +127,7 @@ def parse_html(page_url: str, text: str, secrets: tuple[str, ...] = ()) -> list[
             url=url,
             sha256=_sha256(digest) if algorithm == "sha256" else None,
             requires_python=clean.text(attrs.get("data-requires-python")),
-            yanked=(clean.text(attrs.get("data-yanked")) or "") if "data-yanked" in attrs else None,
+            yanked=clean.note(attrs.get("data-yanked") or "") if "data-yanked" in attrs else None,
             has_metadata=bool(metadata) and metadata != "false"))
     return files
 
@@ -158,7 +162,7 @@ def parse_json(page_url: str, text: str, secrets: tuple[str, ...] = ()) -> list[
             sha256=_sha256(hashes.get("sha256")) if isinstance(hashes, dict) else None,
             requires_python=clean.text(requires) if isinstance(requires, str) else None,
             yanked=None if yanked is False or yanked is None else
-            ("" if yanked is True else clean.text(yanked)),
+            ("" if yanked is True else clean.note(yanked)),
             has_metadata=bool(metadata)))
     return files
 
@@ -233,9 +237,9 @@ class SimpleClient:
         if scheme == "file" and self._base.startswith("file:"):
             self._read_local(url, sink, limit)
         elif scheme in ("http", "https") and not self._base.startswith("file:"):
-            self._http.download(url, sink, limit)
+            self._http.download(url, sink, limit, theirs=True)  # a URL the index listed
         else:
-            raise IndexServerError(f"{self.display} links to {self.show(url)}, which is not "
+            raise IndexServerError(f"{self.display} links to {self._http.untrusted(url)}, which is not "
                                    "on the same kind of index (http(s) or file); refusing it")
 
     def file_sha256(self, url: str) -> str:

@@ -17,8 +17,11 @@
 - **Answers are bounded**: a Simple API page above ``MAX_PAGE`` bytes, a file above
   ``MAX_FILE`` bytes, more than ``MAX_REDIRECTS`` redirects are refused; of an error
   answer, its first ``ERROR_TEXT`` bytes are read.
-- **Every failure is one typed line**, built with :func:`kernel_wheels.redaction.one_line`, so a
-  server echoing a password or an ``Authorization`` header shows nothing of it.
+- **Every failure is one typed line**. What the server chose (a reason phrase, an error
+  body, a ``Location``, a URL it listed or redirected to) goes through
+  :func:`kernel_wheels.redaction.untrusted_lines`: shown only when no decoding of it
+  holds a credential (upper case, entities, ``\\u`` escapes, hex, split lines...), else
+  withheld whole. Our own URLs are shown with the secrets masked where they stand.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import httpx2
 
 from ..errors import IndexAuthenticationError, IndexServerError, UsageError
 from ..network import NetworkSettings
-from ..redaction import Secret, one_line, strip_userinfo
+from ..redaction import Secret, one_line, strip_userinfo, untrusted_line, untrusted_lines
 
 DEFAULT_TIMEOUT = 60.0
 #: Bytes per second a transfer must keep up, measured over each window of ``timeout``.
@@ -293,6 +296,14 @@ def _proxy_for(url: str) -> str | None:
     return proxies.get(parts.scheme.lower()) or proxies.get("all")
 
 
+def paced_client(pace: Pace, url: str, tls: Tls | None = None) -> httpx2.Client:
+    """A client for requests to ``url``'s origin (through the environment's proxy for
+    it): every connection paced, no redirect followed, nothing taken from the
+    environment (``.netrc``) but the proxy. For other stores' requests (S3)."""
+    return httpx2.Client(transport=_paced_transport(pace, _proxy_for(url), tls), trust_env=False,
+                         timeout=httpx2.Timeout(pace.timeout), follow_redirects=False)
+
+
 # --- requests ------------------------------------------------------------------------------
 
 
@@ -354,8 +365,16 @@ class IndexHttp:
         return self.login.secrets if self.login else ()
 
     def show(self, text: str, limit: int = 300) -> str:
-        """A URL or a server's text, fit for a message."""
+        """A URL of ours (given by the user, or built from one), fit for a message."""
         return one_line(text, self.secrets, limit)
+
+    def untrusted(self, text: str, limit: int = 300) -> str:
+        """A text the server chose (a reason phrase, a URL it listed or redirected to),
+        fit for a message: withheld when any decoding of it holds a credential."""
+        return untrusted_line(text, self.secrets, limit)
+
+    def _label(self, url: str, theirs: bool) -> str:
+        return self.untrusted(url) if theirs else self.show(url)
 
     def close(self) -> None:
         for client in self._clients.values():
@@ -383,27 +402,30 @@ class IndexHttp:
         return self.login.auth_for(url) if self.login else None
 
     @contextmanager
-    def _open(self, method: str, url: str, **kwargs: Any) -> Iterator[httpx2.Response]:
-        """One request, its answer streamed; no redirect is followed."""
+    def _open(self, method: str, url: str, *, theirs: bool = False,
+              **kwargs: Any) -> Iterator[httpx2.Response]:
+        """One request, its answer streamed; no redirect is followed. ``theirs``: the
+        URL came from the server (a listing, a redirect), so its messages treat it so."""
         url = strip_userinfo(url)  # a URL's own user part is never sent
         if urlsplit(url).scheme.lower() not in ("http", "https"):
-            raise IndexServerError(f"{self.show(url)} is not an http(s) URL")
+            raise IndexServerError(f"{self._label(url, theirs)} is not an http(s) URL")
         try:
             client = self._client(url)
             request = client.build_request(method, url, **kwargs)
             response = client.send(request, auth=self._auth(url), stream=True)
         except httpx2.HTTPError as exc:
-            raise IndexServerError(f"cannot reach {self.show(url)}: "
+            raise IndexServerError(f"cannot reach {self._label(url, theirs)}: "
                                    f"{describe_http_error(exc, self.pace)}") from None
         try:
             yield response
         except httpx2.HTTPError as exc:
-            raise IndexServerError(f"reading {self.show(url)} failed: "
+            raise IndexServerError(f"reading {self._label(url, theirs)} failed: "
                                    f"{describe_http_error(exc, self.pace)}") from None
         finally:
             response.close()
 
-    def _refuse_status(self, response: httpx2.Response, url: str, allowed: Iterable[int]) -> None:
+    def _refuse_status(self, response: httpx2.Response, url: str, allowed: Iterable[int],
+                       theirs: bool = False) -> None:
         status = response.status_code
         if status in allowed:
             return
@@ -411,9 +433,10 @@ class IndexHttp:
             elsewhere = self.login is not None and self._auth(url) is None
             hint = " (it is not on the origin the credentials are for, so none were sent)" \
                 if elsewhere else ": check the user name and password"
-            raise IndexAuthenticationError(f"{self.show(url)} refused access (HTTP {status}){hint}")
-        raise IndexServerError(f"{self.show(url)} answered HTTP {status} "
-                               f"{self.show(response.reason_phrase, 80)}".rstrip())
+            raise IndexAuthenticationError(f"{self._label(url, theirs)} refused access "
+                                           f"(HTTP {status}){hint}")
+        raise IndexServerError(f"{self._label(url, theirs)} answered HTTP {status} "
+                               f"{self.untrusted(response.reason_phrase, 80)}".rstrip())
 
     def _read(self, response: httpx2.Response, url: str, limit: int, what: str) -> bytes:
         chunks: list[bytes] = []
@@ -421,17 +444,17 @@ class IndexHttp:
         return b"".join(chunks)
 
     def _stream(self, response: httpx2.Response, url: str, sink: Sink, limit: int,
-                what: str) -> None:
+                what: str, theirs: bool = False) -> None:
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
-            raise IndexServerError(f"{self.show(url)}: the {what} is {int(declared)} bytes, "
-                                   f"more than the {limit} accepted; refusing it")
+            raise IndexServerError(f"{self._label(url, theirs)}: the {what} is {int(declared)} "
+                                   f"bytes, more than the {limit} accepted; refusing it")
         size = 0
         for chunk in response.iter_bytes():
             size += len(chunk)
             if size > limit:
-                raise IndexServerError(f"{self.show(url)}: the {what} is larger than the "
-                                       f"{limit} bytes accepted; refusing it")
+                raise IndexServerError(f"{self._label(url, theirs)}: the {what} is larger than "
+                                       f"the {limit} bytes accepted; refusing it")
             sink(chunk)
 
     def page(self, url: str) -> Page:
@@ -450,23 +473,26 @@ class IndexHttp:
             text = body.decode("utf-8", errors="replace")
         return Page(url, 200, content_type.split(";")[0].strip().lower(), text)
 
-    def download(self, url: str, sink: Sink, limit: int = MAX_FILE) -> None:
+    def download(self, url: str, sink: Sink, limit: int = MAX_FILE, *, theirs: bool = False) -> None:
         """GET a file into ``sink``, following up to ``MAX_REDIRECTS`` redirects; each
-        hop gets credentials only if it is on the login's origin."""
-        first = url
+        hop gets credentials only if it is on the login's origin. ``theirs``: ``url``
+        came from the server (a listed file); every hop after the first does."""
+        first, first_theirs = url, theirs
         for _hop in range(MAX_REDIRECTS + 1):
-            with self._open("GET", url) as response:
+            with self._open("GET", url, theirs=theirs) as response:
                 if response.is_redirect:
                     location = response.headers.get("location")
                     if not location:
-                        raise IndexServerError(f"{self.show(url)} redirects nowhere "
+                        raise IndexServerError(f"{self._label(url, theirs)} redirects nowhere "
                                                f"(HTTP {response.status_code} without Location)")
                     url = strip_userinfo(urljoin(url, location)).partition("#")[0]
+                    theirs = True
                     continue
-                self._refuse_status(response, url, (200,))
-                self._stream(response, url, sink, limit, "file")
+                self._refuse_status(response, url, (200,), theirs)
+                self._stream(response, url, sink, limit, "file", theirs)
                 return
-        raise IndexServerError(f"{self.show(first)}: more than {MAX_REDIRECTS} redirects")
+        raise IndexServerError(f"{self._label(first, first_theirs)}: more than {MAX_REDIRECTS} "
+                               "redirects")
 
     def upload(self, url: str, data: dict[str, Any], files: dict[str, Any]) -> Answer:
         """POST a form; the answer is not followed anywhere."""
@@ -475,9 +501,15 @@ class IndexHttp:
             text = b"" if status in (200, 201) else self._first_bytes(response)
             location = response.headers.get("location")
             reason = response.reason_phrase
-        lines = text.decode("utf-8", errors="replace").strip().splitlines()
-        return Answer(status, self.show(reason, 80), self.show(lines[0], 200) if lines else "",
-                      self.show(location) if location is not None else None)
+        body = text.decode("utf-8", errors="replace").strip()
+        lines = body.splitlines()
+        # Judged with the whole body: a password split over its lines, or between the
+        # reason phrase and the body, is found too; then none of them is shown.
+        shown_reason, shown_location, first_line = untrusted_lines(
+            [reason, location or "", lines[0] if lines else ""], self.secrets, [80, 300, 200],
+            also=body)
+        return Answer(status, shown_reason, first_line,
+                      shown_location if location is not None else None)
 
     @staticmethod
     def _first_bytes(response: httpx2.Response) -> bytes:

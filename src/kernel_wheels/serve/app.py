@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import anyio.to_thread
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -35,7 +36,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import __version__
@@ -276,9 +277,31 @@ class Handlers:
         return OpenedFileResponse(opened, media_type, not_modified)
 
 
+def _slash_redirect(request: Request) -> Response | None:
+    """``/simple/img2gray`` -> ``./img2gray/``, when the path with a slash added is a page.
+
+    Starlette's own slash redirect builds an absolute URL from the request's Host
+    header, which any client sets: behind a cache that would send other users to a host
+    an attacker names. A relative reference needs no host, and works behind any path
+    prefix. ``./`` and the quoted last segment keep it relative: a segment such as
+    ``\\evil.example`` or ``javascript:x`` cannot become a host or a scheme."""
+    path = request.scope["path"]
+    if path.endswith("/"):
+        return None
+    scope = {**request.scope, "path": path + "/"}
+    if not any(route.matches(scope)[0] == Match.FULL for route in request.app.router.routes):
+        return None
+    query = request.scope.get("query_string", b"").decode("latin-1")
+    location = "./" + quote(path.rsplit("/", 1)[1], safe="") + "/" + (f"?{query}" if query else "")
+    return RedirectResponse(location, status_code=307)
+
+
 async def _no_such_page(request: Request, exc: Exception) -> Response:
-    """Paths no route takes (``/files/a/b``, an encoded ``..``): one line too."""
+    """Paths no route takes (``/files/a/b``, an encoded ``..``): one line too; a page's
+    path without its final slash is sent to the page (relatively)."""
     status = getattr(exc, "status_code", 404)
+    if status == 404 and (redirect := _slash_redirect(request)) is not None:
+        return redirect
     return _line(status, "no such page here" if status == 404 else "method not allowed")
 
 
@@ -364,8 +387,10 @@ def create_app(settings: ServeSettings, events: EventLog | None = None,
     conversions = Conversions(cache, catalog, conversion_sources, events,
                               SingleFlight(conversion_pool), BackOff(), settings.policy)
     handlers = Handlers(catalog, cache, conversions, events, (listing_pool, conversion_pool))
-    app: ASGIApp = Starlette(routes=handlers.routes(), lifespan=handlers.lifespan,
-                             exception_handlers={404: _no_such_page, 405: _no_such_page})
+    starlette = Starlette(routes=handlers.routes(), lifespan=handlers.lifespan,
+                          exception_handlers={404: _no_such_page, 405: _no_such_page})
+    starlette.router.redirect_slashes = False  # absolute, from the Host header: _slash_redirect
+    app: ASGIApp = starlette
     users = users or load_users(settings)
     if users is not None:
         app = BasicAuth(app, Authenticator(users))

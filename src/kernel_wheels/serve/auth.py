@@ -152,8 +152,13 @@ class Users:
         return example[costs.most_common(1)[0][0]]
 
     def hash_of(self, user: str) -> str | None:
-        """The user's hash as the file holds it (passlib gives bytes), None if unknown."""
-        found = self._file.get_hash(user)
+        """The user's hash as the file holds it (passlib gives bytes), None if unknown
+        (also for a name no htpasswd file can hold: a NUL, a colon, a line break, more
+        than 255 bytes, which passlib refuses with ValueError)."""
+        try:
+            found = self._file.get_hash(user)
+        except ValueError:
+            return None
         if found is None:
             return None
         return found.decode("utf-8", "surrogateescape") if isinstance(found, bytes) else str(found)

@@ -29,7 +29,10 @@ FILES = "files"
 
 def for_target(wheels: Sequence[ServedWheel], target: Target | None) -> list[ServedWheel]:
     """What an index lists: everything for the root index (``target`` None), else the
-    one build per release and platform that a machine of ``target`` should get."""
+    one build per release and platform that a machine of ``target`` should get. A
+    release that two tags spell on different commits is on no page: its files are
+    refused (502), and an installer would pick it as the newest and fail."""
+    wheels = [w for w in wheels if w.ambiguity is None]
     if target is None:
         return list(wheels)
     by_name = {w.filename: w for w in wheels}

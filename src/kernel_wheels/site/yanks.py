@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,12 @@ from .atomic import SiteLock
 YANKS_FILE = "yanks.json"
 _MAX_REASON = 500
 
+#: Unicode categories a reason may not hold: control characters (C0, DEL, C1: a
+#: terminal's escape sequences), format characters (bidirectional overrides, which
+#: reorder what a terminal or browser shows) and line or paragraph separators. pip
+#: prints a yank reason to every user who installs the release.
+_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+
 #: (project, public version) -> reason ("" for none given).
 Yanks = Mapping[tuple[str, str], str]
 
@@ -35,6 +42,11 @@ class YankChange:
     yanked: bool  # the state after the change
     reason: str
     changed: bool  # False: it already was so
+
+
+def unsafe_reason(reason: str) -> bool:
+    """Whether ``reason`` holds a character no terminal or page may be given."""
+    return any(unicodedata.category(c) in _REFUSED_CATEGORIES for c in reason)
 
 
 def load_yanks(state_dir: Path) -> dict[tuple[str, str], str]:
@@ -51,6 +63,9 @@ def load_yanks(state_dir: Path) -> dict[tuple[str, str], str]:
     if not isinstance(raw, dict) or not all(
             isinstance(v, dict) and all(isinstance(r, str) for r in v.values()) for v in raw.values()):
         raise UsageError(f"{path} is not {{project: {{version: reason}}}}; restore it or remove it")
+    if any(unsafe_reason(r) for v in raw.values() for r in v.values()):
+        raise UsageError(f"{path} has a yank reason with a control character in it; restore it "
+                         "or remove it")
     return {(str(project), str(version)): reason
             for project, versions in raw.items() for version, reason in versions.items()}
 
@@ -82,8 +97,9 @@ def change_yank(state_dir: Path, releases: Callable[[str], set[str]], name: str,
         public = Version(version).public
     except InvalidVersion:
         raise UsageError(f"'{version}' is not a version (PEP 440)") from None
-    if len(reason) > _MAX_REASON or any(c in reason for c in "\r\n"):
-        raise UsageError(f"--reason must be one line of at most {_MAX_REASON} characters")
+    if len(reason) > _MAX_REASON or unsafe_reason(reason):
+        raise UsageError(f"--reason must be one line of at most {_MAX_REASON} characters, "
+                         "without control characters (terminal escapes, bidirectional overrides)")
     with SiteLock(state_dir / "lock"):
         have = releases(project)
         if not have:
