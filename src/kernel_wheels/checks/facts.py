@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..wheel.gpu_record import GPU_RECORD
 from ..wheel.metadata import PROVENANCE_FILE
 from ..wheel.sbom import SBOM_FOLDER, SBOM_NAME
 from ..wheel.variant_label import VARIANT_JSON
@@ -30,7 +31,7 @@ from .report import Finding, Status
 BINARY_SUFFIXES = (".so", ".dylib", ".dll", ".pyd")
 #: The dist-info texts the checks read, by their path inside the dist-info folder.
 SBOM_TEXT = f"{SBOM_FOLDER}/{SBOM_NAME}"
-_TEXTS = ("METADATA", "WHEEL", PROVENANCE_FILE, SBOM_TEXT, VARIANT_JSON)
+_TEXTS = ("METADATA", "WHEEL", PROVENANCE_FILE, SBOM_TEXT, VARIANT_JSON, GPU_RECORD)
 _CHUNK = 1 << 20
 _MAX_TEXT = 16 << 20  # a METADATA or provenance record larger than this is not read
 _BINARY_IN_MEMORY = 16 << 20  # binaries up to this size are checked from memory
