@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from kernel_wheels.elf.fatbin import FatbinError, GpuCode, read_fatbin
 from kernel_wheels.elf.reader import ElfError, read_elf, read_elf_bytes
 from kernel_wheels.kernel.digest import digest_folder
-from support.helpers import run_cli
+from support.helpers import cuda_python, one_line_error, run_cli
 
 NVCC = Path(os.environ.get("KW_NVCC", "/usr/local/cuda/bin/nvcc"))
 KERNEL = """\
@@ -367,3 +367,92 @@ def test_check_reports_a_hostile_fat_binary_on_one_line(gpu_binaries: dict[str, 
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert any(line.startswith("  fail: [elf] gpucode/") and "libhostile.so: a fat binary container says"
                in line for line in proc.stdout.splitlines()), proc.stdout
+
+
+# -- install -----------------------------------------------------------------------------------
+#: GPU -> build -> how it runs there: ("cubin", name), ("jit", PTX name) or None (refused)
+DECISIONS: dict[str, dict[str, tuple[str, str] | None]] = {
+    "8.0": {"sm80": ("cubin", "sm_80"), "sm80-ptx": ("cubin", "sm_80"), "sm90a": None,
+            "sm90-ptx": None, "several": ("cubin", "sm_80")},
+    "8.6": {"sm80": ("cubin", "sm_80"), "sm80-ptx": ("cubin", "sm_80"), "sm90a": None,
+            "sm90-ptx": None, "several": ("cubin", "sm_86")},
+    "9.0": {"sm80": None, "sm80-ptx": ("jit", "compute_80"), "sm90a": ("cubin", "sm_90a"),
+            "sm90-ptx": ("cubin", "sm_90"), "several": ("cubin", "sm_90")},
+    "10.0": {"sm80": None, "sm80-ptx": ("jit", "compute_80"), "sm90a": None,
+             "sm90-ptx": ("jit", "compute_90"), "several": ("cubin", "sm_100f")},
+}
+
+
+@pytest.fixture(scope="module")
+def build_wheels(gpu_binaries: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One folder of wheels per build (the same project, version and variant)."""
+    base = tmp_path_factory.mktemp("gpu-builds")
+    claims = {"sm80": ["8.0"], "sm80-ptx": ["8.0+PTX"], "sm90a": ["9.0a"], "sm90-ptx": ["9.0+PTX"],
+              "several": ["8.0", "8.6", "9.0+PTX", "10.0f", "12.0"]}
+    return {name: make_wheel(base / name, {name: gpu_binaries[name]}, archs).parent
+            for name, archs in claims.items()}
+
+
+def test_install_decisions_for_each_gpu(build_wheels: dict[str, Path]) -> None:
+    """`choose` over each build's folder (the wheel's own record, read by --find-links)."""
+    from packaging.requirements import Requirement
+
+    from kernel_wheels.install.core import choose
+    from kernel_wheels.install.environment import Environment
+    from kernel_wheels.install.gpu import parse_gpu_arch
+    from kernel_wheels.remote.find_links import LocalLinks
+
+    tags = ("cp312-abi3-manylinux_2_28_x86_64", "cp39-abi3-manylinux_2_28_x86_64")
+    cuda = Environment("/p", "3.12.3", "cpython", "linux", "x86_64", tags, "2.14.1+cu130", None, True,
+                       cuda="13.0")
+    for capability, builds in DECISIONS.items():
+        for name, expected in builds.items():
+            files = LocalLinks(str(build_wheels[name])).project_files("gpucode")
+            assert files is not None
+            choice = choose(Requirement("gpucode"), files, cuda, gpu=parse_gpu_arch(capability))
+            verdict = choice.gpu.of(files[0].filename) if choice.gpu else None
+            assert verdict is not None
+            where = (capability, name)
+            if expected is None:
+                assert choice.chosen is None, where
+                assert choice.decisions[0].rejected == (f"holds {verdict.holds.describe() if verdict.holds else ''}: "
+                                                        f"no code for the GPU, compute capability {capability}"), where
+            elif expected[0] == "cubin":
+                assert choice.chosen is not None and verdict.cubin == expected[1], where
+                assert f"it holds {expected[1]}, which runs on the GPU, compute capability {capability}" \
+                    in choice.why, where
+            else:
+                assert choice.chosen is not None and verdict.cubin is None and verdict.ptx == expected[1], where
+                assert any(f"only PTX {expected[1]}: the driver compiles its PTX for this GPU at the first call"
+                           in line for line in choice.why), where
+
+
+def test_install_refuses_with_one_line_naming_the_gpu(build_wheels: dict[str, Path]) -> None:
+    proc = run_cli("install", "gpucode", "--no-index", "-f", build_wheels["sm80"], "--python", cuda_python(),
+                   "--gpu-arch", "9.0", "--dry-run", check=False)
+    wheel = next(build_wheels["sm80"].glob("*.whl")).name
+    line = one_line_error(proc, status=1)
+    assert line == (f"kernel-wheels: error: no wheel of gpucode fits: no build runs on the GPU, compute "
+                    f"capability 9.0: {wheel} holds sm_80")
+    bad = run_cli("install", "gpucode", "--no-index", "-f", build_wheels["sm80"], "--python", cuda_python(),
+                  "--gpu-arch", "sm_90", "--dry-run", check=False)
+    one_line_error(bad, "--gpu-arch 'sm_90' is not a compute capability such as 8.0, 8.6 or 9.0", status=2)
+
+
+def test_install_dry_run_json_shows_the_decision(build_wheels: dict[str, Path]) -> None:
+    proc = run_cli("install", "gpucode", "--no-index", "-f", build_wheels["sm80-ptx"], "--python",
+                   cuda_python(), "--gpu-arch", "9.0", "--dry-run", "--json")
+    document = json.loads(proc.stdout)
+    wheel = next(build_wheels["sm80-ptx"].glob("*.whl")).name
+    assert document["chosen"]["wheel"] == wheel
+    assert document["gpu"] == {"capability": "9.0", "source": "--gpu-arch", "name": None, "files": {
+        wheel: {"holds": {"cubins": ["sm_80"], "ptx": ["compute_80"]}, "runs": True, "cubin": None,
+                "ptx_jit": "compute_80"}}}
+    assert any("only PTX compute_80" in line and "first call" in line for line in document["why"])
+    # no GPU visible here and no --gpu-arch: chosen as before, with a note
+    proc = run_cli("install", "gpucode", "--no-index", "-f", build_wheels["sm80"], "--python",
+                   cuda_python(), "--dry-run", "--json")
+    document = json.loads(proc.stdout)
+    assert document["chosen"] is not None and document["gpu"]["capability"] is None
+    assert "no GPU visible to torch and no --gpu-arch: not checked which GPUs it runs on (it holds sm_80)" \
+        in document["why"]

@@ -13,6 +13,7 @@ The document::
 from __future__ import annotations
 
 import json
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from .writer import Member
 
 GPU_RECORD = "kernel_wheels_gpu.json"
 _NAME_PREFIXES = {"cubins": "sm_", "ptx": "compute_"}
+_MAX_RECORD = 1 << 20  # bytes; a record larger than this is not read
 _MAX_NAMES = 64  # nvcc knows about 20 architectures; a record listing more is not one
 
 
@@ -89,3 +91,17 @@ def _well_formed(name: str, prefix: str) -> bool:
     digits = number.rstrip("af")
     return (name.startswith(prefix) and digits.isascii() and digits.isdigit() and 2 <= len(digits) <= 3
             and len(number) - len(digits) <= 1)
+
+
+def wheel_gpu_code(wheel: Path) -> GpuCode | None:
+    """The record of a wheel file (a folder of wheels has no index to say it): None
+    when it has none or is not a readable wheel (installing it then says so)."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            names = [n for n in archive.namelist()
+                     if n.count("/") == 1 and n.endswith(f".dist-info/{GPU_RECORD}")]
+            if len(names) != 1 or archive.getinfo(names[0]).file_size > _MAX_RECORD:
+                return None
+            return read_gpu_record(archive.read(names[0]))
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError, NotImplementedError, RuntimeError):
+        return None
