@@ -13,11 +13,14 @@ another exception. ``check`` then judges wheels made from these binaries with
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import struct
 import subprocess
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -456,3 +459,62 @@ def test_install_dry_run_json_shows_the_decision(build_wheels: dict[str, Path]) 
     assert document["chosen"] is not None and document["gpu"]["capability"] is None
     assert "no GPU visible to torch and no --gpu-arch: not checked which GPUs it runs on (it holds sm_80)" \
         in document["why"]
+
+
+def test_index_pages_carry_the_code_and_install_chooses_by_them(gpu_binaries: dict[str, Path],
+                                                                 tmp_path: Path) -> None:
+    """The site's JSON pages list each file's device code; install reads them from the
+    index (a file:// Simple API here) and takes the newest release that runs on the GPU."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for version, name in (("1.0.0", "sm90-ptx"), ("1.1.0", "sm80")):
+        built = make_wheel(tmp_path / version, {name: gpu_binaries[name]},
+                           {"sm90-ptx": ["9.0+PTX"], "sm80": ["8.0"]}[name], version=version)
+        built.rename(wheels / built.name)
+    site = tmp_path / "site"
+    run_cli("index", wheels, "-o", site)
+    page = json.loads((site / "simple" / "gpucode" / "index.json").read_text())
+    listed = {f["filename"].split("+")[0]: f.get("kernel-wheels-gpu-code") for f in page["files"]}
+    assert listed == {"gpucode-1.0.0": {"cubins": ["sm_90"], "ptx": ["compute_90"]},
+                      "gpucode-1.1.0": {"cubins": ["sm_80"], "ptx": []}}
+    with _negotiating_server(site) as base:
+        for capability, chosen in (("9.0", "gpucode-1.0.0"), ("8.6", "gpucode-1.1.0")):
+            proc = run_cli("install", "gpucode", "--index-url", f"{base}simple/", "--python",
+                           cuda_python(), "--gpu-arch", capability, "--dry-run", "--json")
+            document = json.loads(proc.stdout)
+            assert document["chosen"]["wheel"].startswith(chosen + "+"), (capability, document)
+            assert document["gpu"]["files"][document["chosen"]["wheel"]]["runs"] is True
+
+
+@contextmanager
+def _negotiating_server(folder: Path) -> Iterator[str]:
+    """A static file server on 127.0.0.1 that answers a folder's index.json to a client
+    asking for PEP 691 JSON (as the site's nginx example does), index.html otherwise."""
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(SimpleHTTPRequestHandler):
+        def send_head(self):  # type: ignore[no-untyped-def]
+            wants_json = "application/vnd.pypi.simple.v1+json" in self.headers.get("Accept", "")
+            local = Path(self.translate_path(self.path))
+            if wants_json and local.is_dir() and (local / "index.json").is_file():
+                body = (local / "index.json").read_bytes()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                return io.BytesIO(body)
+            return super().send_head()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -57,15 +57,13 @@ def claimed_code(arch: str) -> GpuCode | None:
 
 
 def is_cuda_wheel(facts: WheelContents) -> bool:
-    """A compiled CUDA build: its provenance says backend cuda, or its local version a
-    CUDA version (``+torch214cu130cxx11``)."""
-    provenance = facts.provenance or {}
-    variant = provenance.get("variant")
-    noarch = isinstance(variant, dict) and variant.get("noarch") is True
-    if noarch:
-        return False
+    """A compiled CUDA build: the build variant its provenance names (or else its local
+    version, ``+torch214cu130cxx11``) is one."""
+    variant = (facts.provenance or {}).get("variant")
+    if isinstance(variant, dict):
+        return variant.get("backend") == "cuda" and variant.get("noarch") is False
     version = facts.filename.split("-")[1] if facts.filename.count("-") >= 4 else ""
-    return provenance.get("backend") == "cuda" or _CUDA_LOCAL.search(version) is not None
+    return _CUDA_LOCAL.search(version) is not None
 
 
 def check_gpu_code(facts: WheelContents, infos: Sequence[ElfInfo]) -> tuple[list[Finding], WheelGpuCode]:

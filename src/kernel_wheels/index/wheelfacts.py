@@ -19,8 +19,10 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from ..elf.fatbin import GpuCode
 from ..errors import IndexConflictError, UsageError
 from ..kernel.digest import file_sha256
+from ..wheel.gpu_record import GPU_RECORD, MAX_RECORD, gpu_code_from, read_gpu_record
 from ..wheel.variant_label import split_variant_label
 
 _CHUNK = 1 << 20
@@ -36,18 +38,20 @@ class WheelFacts:
     size: int
     requires_python: str | None
     metadata_sha256: str
+    #: The CUDA device code its record says (``check`` proved it): for the JSON pages.
+    gpu_code: GpuCode | None = None
 
     def to_json(self) -> list[object]:
         return [self.project, self.version, self.sha256, self.size, self.requires_python,
-                self.metadata_sha256]
+                self.metadata_sha256, self.gpu_code.to_dict() if self.gpu_code else None]
 
     @classmethod
     def from_json(cls, filename: str, row: list[object]) -> WheelFacts:
-        project, version, sha256, size, requires_python, metadata_sha256 = row
-        assert isinstance(size, int)
+        project, version, sha256, size, requires_python, metadata_sha256, *rest = row
+        assert isinstance(size, int) and len(rest) <= 1
         return cls(filename, str(project), str(version), str(sha256), size,
                    None if requires_python is None else str(requires_python),
-                   str(metadata_sha256))
+                   str(metadata_sha256), gpu_code_from(rest[0]) if rest else None)
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,7 @@ def _open_facts(path: Path, copy_to: Path | None) -> tuple[WheelFacts, bytes, zi
         if len(members) != 1:
             raise ValueError("no single .dist-info/METADATA in the wheel")
         metadata = archive.read(members[0])
+        gpu_code = _gpu_code(archive, members[0].split("/")[0])
     except BaseException:
         archive.close()
         raise
@@ -110,8 +115,17 @@ def _open_facts(path: Path, copy_to: Path | None) -> tuple[WheelFacts, bytes, zi
     requires_python = headers.get("Requires-Python")
     facts = WheelFacts(path.name, canonicalize_name(name), str(version), sha256, size,
                        str(requires_python).strip() if requires_python else None,
-                       hashlib.sha256(metadata).hexdigest())
+                       hashlib.sha256(metadata).hexdigest(), gpu_code)
     return facts, metadata, archive
+
+
+def _gpu_code(archive: zipfile.ZipFile, dist_info: str) -> GpuCode | None:
+    """The wheel's GPU record, if it has one (a record that lies fails the check)."""
+    try:
+        info = archive.getinfo(f"{dist_info}/{GPU_RECORD}")
+    except KeyError:
+        return None
+    return read_gpu_record(archive.read(info)) if info.file_size <= MAX_RECORD else None
 
 
 def inspect_wheel(path: Path, copy_to: Path | None = None) -> Inspection:

@@ -24,7 +24,7 @@ from .writer import Member
 
 GPU_RECORD = "kernel_wheels_gpu.json"
 _NAME_PREFIXES = {"cubins": "sm_", "ptx": "compute_"}
-_MAX_RECORD = 1 << 20  # bytes; a record larger than this is not read
+MAX_RECORD = 1 << 20  # bytes; a record larger than this is not read
 _MAX_NAMES = 64  # nvcc knows about 20 architectures; a record listing more is not one
 
 
@@ -100,7 +100,7 @@ def wheel_gpu_code(wheel: Path) -> GpuCode | None:
         with zipfile.ZipFile(wheel) as archive:
             names = [n for n in archive.namelist()
                      if n.count("/") == 1 and n.endswith(f".dist-info/{GPU_RECORD}")]
-            if len(names) != 1 or archive.getinfo(names[0]).file_size > _MAX_RECORD:
+            if len(names) != 1 or archive.getinfo(names[0]).file_size > MAX_RECORD:
                 return None
             return read_gpu_record(archive.read(names[0]))
     except (OSError, zipfile.BadZipFile, ValueError, EOFError, NotImplementedError, RuntimeError):
