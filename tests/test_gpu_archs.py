@@ -518,3 +518,29 @@ def _negotiating_server(folder: Path) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_variant_wheels_name_the_gpus_the_binaries_hold(gpu_binaries: dict[str, Path], tmp_path: Path) -> None:
+    """--variants: nvidia :: sm_arch comes from the binaries (metadata.json here claims
+    only 8.0 of what they hold), and check holds variant.json to them."""
+    wheel_folder = make_wheel(tmp_path, {"several": gpu_binaries["several"]}, ["8.0"], extra=["--variants"]).parent
+    labelled = [w for w in wheel_folder.glob("*.whl") if w.name.count("-") == 5]
+    assert len(labelled) == 1
+    with zipfile.ZipFile(labelled[0]) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/variant.json"))
+        variants = json.loads(archive.read(name))["variants"]
+    (properties,) = variants.values()
+    assert properties["nvidia"]["sm_arch"] == ["100f_real", "120_real", "80_real", "86_real", "90_real",
+                                               "90_virtual"]
+    assert run_cli("check", labelled[0], check=False).returncode == 0
+    # a variant.json that claims a GPU the binaries do not hold fails
+    forged_doc = json.loads(zipfile.ZipFile(labelled[0]).read(name))
+    label = next(iter(forged_doc["variants"]))
+    forged_doc["variants"][label]["nvidia"]["sm_arch"] = ["80_real", "90_real"]
+    forged = tmp_path / "forged" / labelled[0].name
+    forged.parent.mkdir()
+    _rewrite(labelled[0], forged, {name: (json.dumps(forged_doc, indent=2, sort_keys=True) + "\n").encode()})
+    proc = run_cli("check", forged, check=False)
+    assert proc.returncode == 1
+    assert ("  fail: [gpu] variant.json says nvidia :: sm_arch 80_real, 90_real, but the binaries hold "
+            "100f_real, 120_real, 80_real, 86_real, 90_real, 90_virtual") in proc.stdout.splitlines()

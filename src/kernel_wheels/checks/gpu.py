@@ -17,7 +17,9 @@ from typing import Any
 
 from ..elf.fatbin import GpuCode
 from ..elf.reader import ElfInfo
+from ..errors import UsageError
 from ..wheel.gpu_record import GPU_RECORD, record_document
+from ..wheel.variant_label import VARIANT_JSON, read_variant_json, sm_arch_of_code
 from .facts import WheelContents
 from .report import Finding, Status
 
@@ -93,6 +95,7 @@ def check_gpu_code(facts: WheelContents, infos: Sequence[ElfInfo]) -> tuple[list
         lacking = [n for n in (*promised.cubins, *promised.ptx) if n not in (*total.cubins, *total.ptx)]
         if lacking:
             missing.append(f"{arch} ({', '.join(lacking)})")
+    findings += _variant_findings(facts, total)
     if missing:
         findings.append(Finding("gpu", Status.FAIL, f"metadata.json's backend.archs claims "
                                                     f"{'; '.join(missing)}, which no binary holds "
@@ -124,6 +127,26 @@ def _record_findings(facts: WheelContents, code: WheelGpuCode) -> list[Finding]:
         return [Finding("gpu", Status.FAIL, f"{GPU_RECORD} does not say what the binaries hold "
                                             f"({code.wheel.describe()})")]
     return [Finding("gpu", Status.PASS, f"{GPU_RECORD} says what the binaries hold")]
+
+
+def _variant_findings(facts: WheelContents, total: GpuCode) -> list[Finding]:
+    """A variant wheel's ``nvidia :: sm_arch`` (what installers choose by) against the
+    binaries (variant.json's own form is ``variants``' check)."""
+    text = facts.texts.get(VARIANT_JSON)
+    if text is None:
+        return []
+    try:
+        variants = read_variant_json(text, VARIANT_JSON)
+    except UsageError:
+        return []
+    said = sorted({v for properties in variants.values()
+                   for v in properties.get("nvidia", {}).get("sm_arch", [])})
+    held = sm_arch_of_code(total.cubins, total.ptx)
+    if said != held:
+        return [Finding("gpu", Status.FAIL, f"{VARIANT_JSON} says nvidia :: sm_arch "
+                                            f"{', '.join(said) or 'nothing'}, but the binaries hold "
+                                            f"{', '.join(held)}")]
+    return []
 
 
 def _shown(value: object) -> str:
