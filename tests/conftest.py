@@ -16,6 +16,7 @@ import pytest
 from filelock import FileLock
 
 from support.contract import MATRIX
+from support.gpu_stub import with_device_code
 from support.helpers import ROOT, SAMPLE, Olah, cuda_python, olah_server
 
 ZIG = [sys.executable, "-m", "ziglang", "cc"]
@@ -165,7 +166,9 @@ def matrix_folder(tmp_path_factory: pytest.TempPathFactory, cpu_build: Path,
         package.mkdir(parents=True)
         (package / "__init__.py").write_text(f'VARIANT = "{name}"\n')
         (package / "_ops.py").write_text("ops = None\n")
-        if name.endswith("x86_64-linux"):
+        if name.endswith("x86_64-linux") and "-cu1" in name:
+            with_device_code(real_so, package / real_so.name)  # a CUDA build holds device code
+        elif name.endswith("x86_64-linux"):
             shutil.copy(real_so, package / real_so.name)
         elif name.endswith("aarch64-linux"):
             shutil.copy(foreign_binaries["linux-aarch64"], package / "_img2gray_x.abi3.so")

@@ -27,6 +27,7 @@ from kernel_wheels.install.environment import target_key
 from kernel_wheels.kernel.variants import parse_variant
 from kernel_wheels.wheel.plan import TagOptions, plan_wheel
 from support.contract import CONTRACT
+from support.gpu_stub import with_device_code
 from support.helpers import run_cli
 from support.servers_index import (
     anchors,
@@ -212,7 +213,9 @@ def multi_wheels(tmp_path_factory: pytest.TempPathFactory, cpu_build: Path,
         variant.mkdir(parents=True)
         (variant / "__init__.py").write_text(f'VARIANT = "{name}"\n')
         (variant / "_ops.py").write_text("ops = None\n")
-        if binary == "so":
+        if binary == "so" and "-cu1" in name:
+            with_device_code(real_so, variant / real_so.name)  # a CUDA build holds device code
+        elif binary == "so":
             shutil.copy(real_so, variant / real_so.name)
         elif binary is not None:
             key = {"aarch64": "linux-aarch64", "macos": "macos-26"}[binary]

@@ -28,6 +28,7 @@ from .contents import check_metadata_and_wheel, parse_filename
 from .digests import check_digests
 from .facts import UNREADABLE, WheelContents, read_wheel_contents, written_wheel_contents
 from .foreign import MACHO_MAGICS, check_macho, check_pe
+from .gpu import check_gpu_code
 from .linkage import check_structure
 from .manylinux import manylinux_findings
 from .members import check_members
@@ -129,12 +130,16 @@ def evaluate(facts: WheelContents, policy: Policy | None = None) -> CheckReport:
         findings += check_provenance(facts, policy)[0]
     findings += check_sbom(facts)
     findings += check_variant_json(facts)
-    binary_findings, honest = _check_binaries(facts, tags)
+    binary_findings, honest, elf_infos = _check_binaries(facts, tags)
     findings += binary_findings
-    return CheckReport(facts.filename, tuple(findings), honest)
+    gpu_findings, gpu_code = check_gpu_code(facts, elf_infos)
+    findings += gpu_findings
+    return CheckReport(facts.filename, tuple(findings), honest,
+                       gpu_code.to_dict() if gpu_code.binaries else None)
 
 
-def _check_binaries(facts: WheelContents, tags: frozenset[Tag]) -> tuple[list[Finding], str | None]:
+def _check_binaries(facts: WheelContents,
+                    tags: frozenset[Tag]) -> tuple[list[Finding], str | None, list[ElfInfo]]:
     platforms = sorted({t.platform for t in tags})
     linux = [p for p in platforms if p.startswith(_LINUX_PLATFORMS)]
     findings: list[Finding] = []
@@ -189,7 +194,7 @@ def _check_binaries(facts: WheelContents, tags: frozenset[Tag]) -> tuple[list[Fi
         findings += check_abi3(elf_infos, max(t.interpreter for t in abi3_tags))
     elif abi3_tags and foreign and facts.path is not None:
         findings += check_abi3_with_abi3audit(facts.path)
-    return findings, honest
+    return findings, honest, elf_infos
 
 
 @contextmanager

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..provenance.record import VERIFIED_FILE
+from ..wheel.gpu_record import GPU_RECORD
 from ..wheel.metadata import PROVENANCE_FILE
 from ..wheel.sbom import SBOM_FOLDER, SBOM_NAME
 from ..wheel.variant_label import VARIANT_JSON
@@ -33,7 +34,8 @@ BINARY_SUFFIXES = (".so", ".dylib", ".dll", ".pyd")
 SBOM_TEXT = f"{SBOM_FOLDER}/{SBOM_NAME}"
 #: Declares the commands an installer writes into ``bin/`` (checks/members.py refuses them).
 ENTRY_POINTS = "entry_points.txt"
-_TEXTS = ("METADATA", "WHEEL", PROVENANCE_FILE, SBOM_TEXT, VARIANT_JSON, ENTRY_POINTS, VERIFIED_FILE)
+_TEXTS = ("METADATA", "WHEEL", PROVENANCE_FILE, SBOM_TEXT, VARIANT_JSON, ENTRY_POINTS, VERIFIED_FILE,
+          GPU_RECORD)
 #: A variant folder's signed files (``<module>/<variant>/<name>``), kept as bytes for
 #: the provenance check: the signature is over these exact bytes.
 SIGNED_NAMES = ("metadata.json", "metadata.json.sigstore")

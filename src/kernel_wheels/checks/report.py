@@ -29,6 +29,9 @@ class CheckReport:
     findings: tuple[Finding, ...]
     #: The lowest manylinux tag the wheel's ELF binaries honestly meet, if it has any.
     honest_manylinux: str | None = None
+    #: The CUDA device code of the wheel and of each binary that has some
+    #: (``checks.gpu.WheelGpuCode.to_dict``); None: no binary has a fat binary.
+    gpu_code: dict[str, Any] | None = None
 
     @property
     def passed(self) -> bool:
@@ -54,5 +57,6 @@ class CheckReport:
             "wheel": self.wheel,
             "passed": self.passed,
             "honest_manylinux": self.honest_manylinux,
+            "gpu_code": self.gpu_code,
             "findings": [f.to_dict() for f in self.findings],
         }

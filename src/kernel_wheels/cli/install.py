@@ -71,6 +71,9 @@ def register(commands: Any) -> argparse.ArgumentParser:
     ins.add_argument("--python", type=Path, help="the Python to install into")
     ins.add_argument("--installer", choices=["pip", "uv"], default="pip",
                      help="what installs the chosen file into the target Python (default: pip)")
+    ins.add_argument("--gpu-arch", metavar="X.Y",
+                     help="the compute capability of the GPU to install for (default: torch's "
+                          "current GPU in the target Python; no GPU: not checked)")
     ins.add_argument("--dry-run", action="store_true", help="choose and explain, install nothing")
     ins.add_argument("--json", action="store_true", help="print the decision as JSON on stdout")
     add_policy(ins)
@@ -99,11 +102,16 @@ def run(args: argparse.Namespace) -> int:
     settings = resolve(flags, prefix=_prefix(args.python))
     result = install(args.requirement, settings, python=args.python,
                      installer=args.installer, dry_run=args.dry_run, progress=args.progress,
-                     timeout=index_timeout(args.timeout), policy=policy(args))
+                     timeout=index_timeout(args.timeout), policy=policy(args),
+                     gpu_arch=args.gpu_arch)
     choice = result.choice
     environment = choice.environment
     document = {**choice.to_dict(), "command": list(result.command),
                 "index_env": list(result.index_env), "installed": result.installed}
+    if choice.chosen is None and choice.gpu is not None and (line := choice.gpu.no_fit()):
+        error = NoMatchingWheelError(f"no wheel of {choice.project} fits: {line}")
+        error.json_details = document
+        raise error
     if choice.chosen is None:
         for decision in choice.decisions:  # the error's reasons: shown even with -q
             stderr(f"  rejected {decision.file.filename}: {decision.rejected}")

@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..checks.facts import is_binary_name
 from ..kernel.layout import PackedFile, VariantLayout
 from ..kernel.metadata import KernelMetadata, kernel_requirements, python_requirements
 from ..kernel.revision import Revision
 from ..kernel.variants import Variant
 from ..provenance import VERIFIED_FILE, Verification
+from ..wheel.gpu_record import gpu_record_member
 from ..wheel.guard import guard_member
 from ..wheel.loader import loader_member
 from ..wheel.metadata import (
@@ -142,6 +144,10 @@ def job_members(job: WheelJob, plan: WheelPlan) -> list[Member]:
         texts[VERIFIED_FILE] = job.verification.text()
     members += [Member(f"{plan.dist_info}/{name}", content=text.encode())
                 for name, text in texts.items()]
+    if job.variant.backend == "cuda" and not job.variant.noarch:
+        # which GPUs the binaries run on, read from them once they are all written
+        binaries = [(f.arcname, f.source) for f in job.files if is_binary_name(f.arcname)]
+        members.append(gpu_record_member(plan.dist_info, binaries))
     members.append(sbom_member(plan.dist_info, sbom_facts(job, plan)))
     return members
 

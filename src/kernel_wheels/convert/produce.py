@@ -68,6 +68,25 @@ def _honest_plan(job: WheelJob) -> WheelPlan:
     return job.plan(replace(job.tags, manylinux_version=f"{major}.{minor}"))
 
 
+def _gpu_properties(job: WheelJob, cancel: threading.Event | None) -> WheelJob:
+    """A CUDA build's variant wheel names the GPUs its binaries hold code for
+    (``nvidia :: sm_arch``), read from them once they have arrived, not metadata.json's
+    claim (which ``check`` holds them to)."""
+    if job.variant_wheel is None or job.variant.backend != "cuda" or job.variant.noarch:
+        return job
+    from ..checks.facts import is_binary_name
+    from ..elf.fatbin import GpuCode
+    from ..wheel.gpu_record import binaries_code
+    from ..wheel.variant_label import VariantWheel, sm_arch_of_code, variant_wheel
+
+    job = _settled(job, cancel)
+    code = GpuCode()
+    for _, held in binaries_code([(f.arcname, f.source) for f in job.files if is_binary_name(f.arcname)]):
+        code = code.union(held)
+    found = variant_wheel(job.variant, (), sm_arch_of_code(code.cubins, code.ptx))
+    return replace(job, variant_wheel=found) if isinstance(found, VariantWheel) else job
+
+
 def _settled(job: WheelJob, cancel: threading.Event | None) -> WheelJob:
     """The job once every file it packs has arrived (verified, in the cache)."""
     for packed in job.files:
@@ -109,6 +128,7 @@ def produce_wheel(job: WheelJob, cancel: threading.Event | None = None,
     wheel is written again from the finished files."""
     if job.manylinux_auto:
         job = _settled(job, cancel)  # the policy is read from the whole binaries first
+    job = _gpu_properties(job, cancel)
     plan = _honest_plan(job) if job.manylinux_auto else job.plan()
     say = as_progress(progress)
     try:

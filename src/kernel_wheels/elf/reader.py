@@ -27,6 +27,7 @@ from typing import TypeVar
 
 from .. import data
 from .dynamic import DT_FINI, DT_INIT, Dynamic, read_dynamic
+from .fatbin import FATBIN_SECTIONS, LOADED_SECTION, GpuCode, read_fatbin
 from .layout import (
     ELF_MAGIC,
     SHT_DYNSYM,
@@ -83,6 +84,8 @@ class ElfInfo:
     undefined: frozenset[str]
     #: Py*/_Py* symbols of the dynamic and static symbol tables (the limited-API audit).
     python_symbols: tuple[PythonSymbol, ...]
+    #: The CUDA device code the runtime loads (``.nv_fatbin``); None: the file has none.
+    gpu_code: GpuCode | None = None
 
 
 def read_elf(path: Path, arcname: str) -> ElfInfo:
@@ -149,7 +152,21 @@ def _read(layout: Layout, arcname: str) -> ElfInfo:
     python = [symbol for table in (dynsym, symtab) if table is not None
               for symbol in _python_symbols(layout, table, gnu_unique_is_local)]
     imports = _dynamic_imports(layout, dynsym, versions) if dynsym is not None else _Imports()
-    return _info(arcname, layout, dynamic, versions, imports, python)
+    return _info(arcname, layout, dynamic, versions, imports, python, _gpu_code(layout))
+
+
+def _gpu_code(layout: Layout) -> GpuCode | None:
+    """The device code of the fat binary sections (both read as hostile; only the one the
+    CUDA runtime loads counts)."""
+    code = None
+    for section in layout.sections:
+        if section.name not in FATBIN_SECTIONS or not section.in_file:
+            continue
+        layout.require_inside(section.offset, section.size, f"section {section.name}")
+        entries = read_fatbin(layout.buf, layout.name, section.offset, section.offset + section.size)
+        if section.name == LOADED_SECTION:
+            code = GpuCode.of(entries).union(code or GpuCode())
+    return code
 
 
 def _checked_frame(layout: Layout) -> Dynamic:
@@ -215,7 +232,7 @@ def _python_symbols(layout: Layout, table: SymbolTable, gnu_unique_is_local: boo
 
 
 def _info(arcname: str, layout: Layout, dynamic: Dynamic, versions: Versions, imports: _Imports,
-          python: list[PythonSymbol]) -> ElfInfo:
+          python: list[PythonSymbol], gpu_code: GpuCode | None) -> ElfInfo:
     machines = {number: name for name, number in data.load("binaries")["elf_machine_numbers"].items()}
     machine = layout.header.machine
     return ElfInfo(
@@ -229,4 +246,5 @@ def _info(arcname: str, layout: Layout, dynamic: Dynamic, versions: Versions, im
         version_needs=versions.needs,
         undefined=imports.undefined,
         python_symbols=tuple(python),
+        gpu_code=gpu_code,
     )

@@ -17,12 +17,16 @@ from html import escape
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from ..elf.fatbin import GpuCode
 from ..wheel.variant_label import split_variant_label
 
 HTML_TYPE = "text/html"
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 #: Changes whenever the rendered bytes change, so that the static site re-renders.
-FORMAT_VERSION = "1"
+FORMAT_VERSION = "2"
+#: A file's key in a JSON page for the CUDA device code its binaries hold, as ``check``
+#: proved it (``{"cubins": ["sm_80"], "ptx": ["compute_90"]}``); install chooses by it.
+GPU_CODE_KEY = "kernel-wheels-gpu-code"
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,8 @@ class WheelEntry:
     #: The file's provenance summary, shown as ``_provenance`` in the JSON form (a
     #: private key, as PEP 691 reserves them; docs/provenance.md).
     provenance: Mapping[str, object] | None = None
+    #: The CUDA device code of a CUDA build's binaries (None: not a CUDA build, or unknown).
+    gpu_code: GpuCode | None = None
 
     @property
     def has_core_metadata(self) -> bool:
@@ -128,6 +134,8 @@ def render_project_json(project: str, entries: Iterable[WheelEntry]) -> str:
             item["size"] = entry.size
         if entry.provenance is not None:
             item["_provenance"] = dict(entry.provenance)
+        if entry.gpu_code is not None:
+            item[GPU_CODE_KEY] = entry.gpu_code.to_dict()
         files.append(item)
     page: dict[str, object] = {
         "meta": {"api-version": "1.1" if sized else "1.0"},

@@ -20,9 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from ..elf.fatbin import GpuCode
 from ..errors import IndexConflictError, UsageError
 from ..kernel.digest import file_sha256
 from ..provenance.record import VERIFIED_FILE, Verification
+from ..wheel.gpu_record import GPU_RECORD, MAX_RECORD, gpu_code_from, read_gpu_record
 from ..wheel.variant_label import split_variant_label
 
 if TYPE_CHECKING:
@@ -44,20 +46,23 @@ class WheelFacts:
     #: The index pages' provenance summary (``_provenance``, docs/provenance.md), from
     #: the wheel's verified record once its check (provenance re-verified) passed.
     provenance: dict[str, Any] | None = None
+    #: The CUDA device code its record says (``check`` proved it): for the JSON pages.
+    gpu_code: GpuCode | None = None
 
     def to_json(self) -> list[object]:
-        row: list[object] = [self.project, self.version, self.sha256, self.size,
-                             self.requires_python, self.metadata_sha256]
-        return row + [self.provenance] if self.provenance is not None else row
+        return [self.project, self.version, self.sha256, self.size, self.requires_python,
+                self.metadata_sha256, self.provenance,
+                self.gpu_code.to_dict() if self.gpu_code else None]
 
     @classmethod
     def from_json(cls, filename: str, row: list[object]) -> WheelFacts:
-        project, version, sha256, size, requires_python, metadata_sha256, *more = row
-        assert isinstance(size, int)
-        provenance = more[0] if more and isinstance(more[0], dict) else None
+        project, version, sha256, size, requires_python, metadata_sha256, *rest = row
+        assert isinstance(size, int) and len(rest) <= 2
+        provenance = rest[0] if rest and isinstance(rest[0], dict) else None
+        gpu_code = gpu_code_from(rest[1]) if len(rest) > 1 else None
         return cls(filename, str(project), str(version), str(sha256), size,
                    None if requires_python is None else str(requires_python),
-                   str(metadata_sha256), provenance)
+                   str(metadata_sha256), provenance, gpu_code)
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,7 @@ def _open_facts(path: Path, copy_to: Path | None) -> tuple[WheelFacts, bytes, zi
         recorded = f"{members[0].split('/')[0]}/{VERIFIED_FILE}"
         record = Verification.from_text(archive.read(recorded).decode("utf-8", "replace")) \
             if recorded in archive.namelist() else None
+        gpu_code = _gpu_code(archive, members[0].split("/")[0])
     except BaseException:
         archive.close()
         raise
@@ -124,8 +130,17 @@ def _open_facts(path: Path, copy_to: Path | None) -> tuple[WheelFacts, bytes, zi
     facts = WheelFacts(path.name, canonicalize_name(name), str(version), sha256, size,
                        str(requires_python).strip() if requires_python else None,
                        hashlib.sha256(metadata).hexdigest(),
-                       record.summary() if record is not None else None)
+                       record.summary() if record is not None else None, gpu_code)
     return facts, metadata, archive
+
+
+def _gpu_code(archive: zipfile.ZipFile, dist_info: str) -> GpuCode | None:
+    """The wheel's GPU record, if it has one (a record that lies fails the check)."""
+    try:
+        info = archive.getinfo(f"{dist_info}/{GPU_RECORD}")
+    except KeyError:
+        return None
+    return read_gpu_record(archive.read(info)) if info.file_size <= MAX_RECORD else None
 
 
 def inspect_wheel(path: Path, copy_to: Path | None = None, policy: Policy | None = None) -> Inspection:

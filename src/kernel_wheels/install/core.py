@@ -52,6 +52,7 @@ from ..remote.index_settings import IndexSettings
 from ..remote.simple_client import IndexFile, SimpleClient
 from ..remote.transport import DEFAULT_TIMEOUT
 from .environment import Environment, read_environment
+from .gpu import Gpu, GpuChoice, judge_gpu, target_gpu
 from .provenance import verify_download
 from .torch_record import TorchRecord, torch_changes, torch_record
 from .verify import installed_owners, refuse_foreign_names, verify_wheel
@@ -83,6 +84,8 @@ class Choice:
     chosen: Decision | None
     #: Why the chosen file won, one clause per line.
     why: tuple[str, ...]
+    #: The GPU step: the GPU and what each CUDA build holds for it (install/gpu.py).
+    gpu: GpuChoice | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -95,6 +98,7 @@ class Choice:
             "chosen": self.chosen.to_dict() if self.chosen else None,
             "why": list(self.why),
             "files": [d.to_dict() for d in self.decisions],
+            "gpu": self.gpu.to_dict() if self.gpu else None,
         }
 
 
@@ -189,37 +193,39 @@ def _why(chosen: KernelWheel, others: Sequence[KernelWheel], target: Target) -> 
 
 
 def choose(requirement: Requirement, files: Sequence[IndexFile],
-           environment: Environment, pre: bool = False) -> Choice:
+           environment: Environment, pre: bool = False, gpu: Gpu | None = None) -> Choice:
     """Decide for every file; pick the best fitting one (or none). Pre-releases (and the
     ``.devN`` snapshots of unreleased commits) only with ``pre``, a pin, or when nothing
     else fits, as pip decides."""
     target = environment.target
     if target is None:
         raise EnvironmentProbeError(_no_torch(environment))
-    choice = _choose(requirement, files, environment, target, pre)
+    choice = _choose(requirement, files, environment, target, pre, gpu)
     if choice.chosen is None and not pre:
-        with_pre = _choose(requirement, files, environment, target, True)
+        with_pre = _choose(requirement, files, environment, target, True, gpu)
         if with_pre.chosen is not None:
             return with_pre
     return choice
 
 
 def _choose(requirement: Requirement, files: Sequence[IndexFile], environment: Environment,
-            target: Target, pre: bool) -> Choice:
+            target: Target, pre: bool, gpu: Gpu | None = None) -> Choice:
     project = canonicalize_name(requirement.name)
     decisions = [_judge(f, project, requirement.specifier, environment, target, pre)
                  for f in files]
     decisions = [d for d in decisions if d.wheel is None or d.wheel.project == project]
+    decisions, gpu_choice = judge_gpu(decisions, gpu, {f.filename: f.gpu_code for f in files})
     fitting = sorted((d for d in decisions if d.rejected is None),
                      key=lambda d: _rank(_wheel(d), environment))
     fitting.sort(key=lambda d: _wheel(d).release, reverse=True)  # stable: newest release first
     rejected = sorted((d for d in decisions if d.rejected is not None),
                       key=lambda d: d.file.filename)
     if not fitting:
-        return Choice(project, environment, tuple(rejected), None, ())
+        return Choice(project, environment, tuple(rejected), None, (), gpu_choice)
     chosen = fitting[0]
-    why = _why(_wheel(chosen), [_wheel(d) for d in fitting[1:]], target)
-    return Choice(project, environment, (*fitting, *rejected), chosen, why)
+    why = (*_why(_wheel(chosen), [_wheel(d) for d in fitting[1:]], target),
+           *gpu_choice.why(chosen.file.filename))
+    return Choice(project, environment, (*fitting, *rejected), chosen, why, gpu_choice)
 
 
 def _wheel(decision: Decision) -> KernelWheel:
@@ -407,7 +413,7 @@ def _no_project(place: Place, project: str) -> str:
 
 
 def _read_choice(places: Sequence[Place], requirement: Requirement, environment: Environment,
-                 say: Progress, pre: bool) -> tuple[Choice, dict[str, Place]]:
+                 say: Progress, pre: bool, gpu: Gpu | None = None) -> tuple[Choice, dict[str, Place]]:
     files: list[IndexFile] = []
     where: dict[str, Place] = {}
     project = canonicalize_name(requirement.name)
@@ -424,7 +430,7 @@ def _read_choice(places: Sequence[Place], requirement: Requirement, environment:
     if not files:
         names = [_no_project(place, project) for place in places]
         raise NoMatchingWheelError("; ".join(names))
-    return choose(requirement, files, environment, pre), where
+    return choose(requirement, files, environment, pre, gpu), where
 
 
 def _constraints(folder: Path, environment: Environment) -> Path:
@@ -450,7 +456,7 @@ def _open_places(settings: IndexSettings, timeout: float) -> list[Place]:
 def install(requirement_text: str, settings: IndexSettings, *, python: Path | None = None,
             installer: str = "pip", dry_run: bool = False,
             progress: Progress | None = None, timeout: float = DEFAULT_TIMEOUT,
-            policy: Policy | None = None) -> InstallResult:
+            policy: Policy | None = None, gpu_arch: str | None = None) -> InstallResult:
     """``policy``: what the chosen wheel's provenance must prove before it is installed
     (default: the kernels library's; docs/provenance.md)."""
     say = as_progress(progress)
@@ -462,13 +468,14 @@ def install(requirement_text: str, settings: IndexSettings, *, python: Path | No
     say(f"environment: {environment.describe()} ({environment.python})")
     if environment.target is None:
         raise EnvironmentProbeError(_no_torch(environment))
+    gpu = target_gpu(gpu_arch, environment)
     say.detail(f"index from {settings.index_origin}")
     places = _open_places(settings, timeout)
     secrets = tuple(s for place in places for s in place.secrets)
     torch_before: TorchRecord | None = None
     try:
         with tempfile.TemporaryDirectory(prefix="kernel-wheels-install-") as scratch:
-            choice, where = _read_choice(places, requirement, environment, say, settings.pre)
+            choice, where = _read_choice(places, requirement, environment, say, settings.pre, gpu)
             if choice.chosen is None:
                 return InstallResult(choice, (), False)
             chosen = choice.chosen.file

@@ -60,6 +60,12 @@ if facts["torch_version"]:
         facts["xpu"] = getattr(torch.version, "xpu", None)
         mps = getattr(torch.backends, "mps", None)
         facts["mps"] = bool(mps is not None and mps.is_available())
+        try:  # the GPU a CUDA build must run on (install/gpu.py): torch's current device
+            if torch.version.cuda and torch.cuda.is_available():
+                facts["gpu_capability"] = list(torch.cuda.get_device_capability())
+                facts["gpu_name"] = str(torch.cuda.get_device_name())[:100]
+        except Exception:
+            pass
     except Exception as exc:
         facts["torch_error"] = (type(exc).__name__ + ": " + str(exc)).splitlines()[0][:300]
 extra = os.environ.get("KERNEL_WHEELS_PROBE_PATH")
@@ -97,6 +103,9 @@ class Environment:
     mps: bool = False
     tvm_ffi_version: str | None = None
     free_threaded: bool = False
+    #: The compute capability of torch's current CUDA device; None: no GPU visible.
+    gpu_capability: tuple[int, int] | None = None
+    gpu_name: str | None = None
 
     @property
     def target_key(self) -> str | None:
@@ -187,7 +196,15 @@ def environment_from_facts(facts: dict[str, Any]) -> Environment:
         mps=bool(facts.get("mps")),
         tvm_ffi_version=facts.get("tvm_ffi_version"),
         free_threaded=bool(facts.get("free_threaded")),
+        gpu_capability=_capability(facts.get("gpu_capability")),
+        gpu_name=facts["gpu_name"] if isinstance(facts.get("gpu_name"), str) else None,
     )
+
+
+def _capability(value: object) -> tuple[int, int] | None:
+    if isinstance(value, list) and len(value) == 2 and all(type(n) is int and 0 <= n < 100 for n in value):
+        return value[0], value[1]
+    return None
 
 
 def default_python() -> Path:

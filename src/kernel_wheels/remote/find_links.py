@@ -16,6 +16,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from ..errors import IndexServerError
 from ..redaction import one_line
+from ..wheel.gpu_record import wheel_gpu_code
 from .simple_client import IndexFile, SimpleClient, Sink
 from .transport import DEFAULT_TIMEOUT, MAX_FILE, Tls
 
@@ -47,7 +48,8 @@ class LocalLinks:
         if not self.folder.is_dir():
             raise IndexServerError(f"--find-links {self.display}: no such folder")
         wanted = canonicalize_name(project)
-        files = [IndexFile(path.name, path.resolve().as_uri(), None, None, None, False)
+        files = [IndexFile(path.name, path.resolve().as_uri(), None, None, None, False,
+                           wheel_gpu_code(path))
                  for path in sorted(self.folder.glob("*.whl"))
                  if _project_of(path.name) == wanted and path.is_file()]
         return files or None

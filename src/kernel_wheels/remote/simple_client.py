@@ -21,9 +21,11 @@ from urllib.request import url2pathname
 
 from packaging.utils import canonicalize_name
 
+from ..elf.fatbin import GpuCode
 from ..errors import IndexServerError, UsageError
-from ..index.simple import JSON_TYPE
+from ..index.simple import GPU_CODE_KEY, JSON_TYPE
 from ..redaction import one_line, split_credentials, strip_userinfo, untrusted_line
+from ..wheel.gpu_record import gpu_code_from
 from .transport import DEFAULT_TIMEOUT, MAX_FILE, IndexHttp, Login, Pace, Tls
 
 ACCEPT = f"{JSON_TYPE}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
@@ -42,6 +44,9 @@ class IndexFile:
     requires_python: str | None
     yanked: str | None  # None: not yanked; else the reason ("" when none given)
     has_metadata: bool
+    #: The CUDA device code the index says the wheel holds (``kernel-wheels-gpu-code``
+    #: in a JSON page, or the wheel's own record in a folder); None: not said.
+    gpu_code: GpuCode | None = None
 
 
 def check_index_url(url: str) -> str:
@@ -163,7 +168,8 @@ def parse_json(page_url: str, text: str, secrets: tuple[str, ...] = ()) -> list[
             requires_python=clean.text(requires) if isinstance(requires, str) else None,
             yanked=None if yanked is False or yanked is None else
             ("" if yanked is True else clean.note(yanked)),
-            has_metadata=bool(metadata)))
+            has_metadata=bool(metadata),
+            gpu_code=gpu_code_from(item.get(GPU_CODE_KEY))))
     return files
 
 

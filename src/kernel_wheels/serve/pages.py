@@ -54,7 +54,8 @@ def entries(wheels: Iterable[ServedWheel], facts_of: Callable[[ServedWheel], Whe
             requires_python=wheel.requires_python,
             core_metadata_sha256=facts.metadata_sha256 if facts else None,
             size=facts.size if facts else None,
-            core_metadata_unhashed=facts is None))
+            core_metadata_unhashed=facts is None,
+            gpu_code=facts.gpu_code if facts else None))
     return result
 
 

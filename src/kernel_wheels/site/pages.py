@@ -65,7 +65,8 @@ def _entries(wheels: Iterable[KernelWheel], facts: dict[str, WheelFacts],
             project=fact.project, filename=wheel.filename,
             url=prefix + quote(wheel.filename, safe=""), sha256=fact.sha256,
             requires_python=fact.requires_python, core_metadata_sha256=fact.metadata_sha256,
-            size=fact.size, provenance=fact.provenance))
+            size=fact.size, provenance=fact.provenance,
+            gpu_code=fact.gpu_code))
     return entries
 
 

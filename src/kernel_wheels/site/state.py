@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..index.wheelfacts import WheelFacts
 
-STATE_FORMAT = 2  # 2: stat keys without the inode
+STATE_FORMAT = 3  # 2: stat keys without the inode; 3: wheels' GPU code
 
 StatKey = tuple[int, int]  # size, mtime_ns
 

@@ -84,8 +84,10 @@ class NoVariantWheel:
     reason: str
 
 
-def variant_wheel(variant: Variant, archs: Iterable[str]) -> VariantWheel | NoVariantWheel:
-    """The variant wheel of ``variant`` (``archs``: metadata.json's ``backend.archs``)."""
+def variant_wheel(variant: Variant, archs: Iterable[str],
+                  sm_arch: list[str] | None = None) -> VariantWheel | NoVariantWheel:
+    """The variant wheel of ``variant`` (``archs``: metadata.json's ``backend.archs``;
+    ``sm_arch``: the values the binaries' device code gives, which replace those)."""
     if variant.noarch:
         if variant.backend == "universal":
             return VariantWheel(NULL_LABEL, {})
@@ -103,7 +105,7 @@ def variant_wheel(variant: Variant, archs: Iterable[str]) -> VariantWheel | NoVa
         "abi_dependency": abi_dependency,
     }
     if variant.backend == "cuda":
-        properties["nvidia"] = _nvidia(variant, archs)
+        properties["nvidia"] = _nvidia(variant, archs, sm_arch)
     short = {"torch": "t", "stable": "s", "tvmffi": "v"}[kind]
     label = f"{short}{major}{minor}{variant.backend_tag}"
     if "sm_arch" in properties.get("nvidia", {}):
@@ -124,12 +126,12 @@ def _framework(variant: Variant, major: int, minor: int) -> tuple[str, dict[str,
     return "torch", {"torch": [f"{major}.{minor}"]}
 
 
-def _nvidia(variant: Variant, archs: Iterable[str]) -> dict[str, list[str]]:
+def _nvidia(variant: Variant, archs: Iterable[str], sm_arch: list[str] | None) -> dict[str, list[str]]:
     assert variant.backend_version is not None
     cuda_major = int(variant.backend_version.split(".")[0])
     features = {"cuda_version_lower_bound": [variant.backend_version],
                 "cuda_version_upper_bound": [str(cuda_major + 1)]}
-    sm = sm_arch_values(archs)
+    sm = sm_arch if sm_arch is not None else sm_arch_values(archs)
     if sm:
         features["sm_arch"] = sm
     return features
@@ -149,6 +151,13 @@ def sm_arch_values(archs: Iterable[str]) -> list[str]:
         if match["ptx"]:
             values.append(base + "_virtual")
     return sorted(set(values))
+
+
+def sm_arch_of_code(cubins: Iterable[str], ptx: Iterable[str]) -> list[str]:
+    """The binaries' device code as ``sm_arch`` values: ``sm_90a`` -> ``90a_real``,
+    ``compute_90`` -> ``90_virtual``."""
+    return sorted({*(c.removeprefix("sm_") + "_real" for c in cubins),
+                   *(p.removeprefix("compute_") + "_virtual" for p in ptx)})
 
 
 def variant_info(variants: Mapping[str, Properties]) -> dict[str, Any]:

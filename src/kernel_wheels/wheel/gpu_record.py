@@ -1,0 +1,107 @@
+"""``<dist-info>/kernel_wheels_gpu.json``: the CUDA device code a wheel's binaries hold,
+so that an index and ``install`` learn which GPUs a wheel runs on without unpacking
+its binaries. Written after the binaries (a derived member: they may still be
+arriving when the wheel starts), read back from them, never from metadata.json, with
+reproducible bytes (sorted keys, no clock). ``check`` compares it with the binaries.
+
+The document::
+
+    {"cubins": ["sm_80", "sm_90"], "ptx": ["compute_90"],
+     "binaries": {"<arcname>": {"cubins": [...], "ptx": [...]}}}
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..elf.fatbin import GpuCode, arch_key
+from ..elf.reader import ELF_MAGIC, ElfError, read_elf
+from .writer import Member
+
+GPU_RECORD = "kernel_wheels_gpu.json"
+_NAME_PREFIXES = {"cubins": "sm_", "ptx": "compute_"}
+MAX_RECORD = 1 << 20  # bytes; a record larger than this is not read
+_MAX_NAMES = 64  # nvcc knows about 20 architectures; a record listing more is not one
+
+
+def record_document(binaries: Sequence[tuple[str, GpuCode]]) -> dict[str, Any]:
+    total = GpuCode()
+    for _, code in binaries:
+        total = total.union(code)
+    return {**total.to_dict(), "binaries": {name: code.to_dict() for name, code in sorted(binaries)}}
+
+
+def record_bytes(binaries: Sequence[tuple[str, GpuCode]]) -> bytes:
+    return (json.dumps(record_document(binaries), indent=2, sort_keys=True) + "\n").encode()
+
+
+def binaries_code(binaries: Sequence[tuple[str, Path]]) -> list[tuple[str, GpuCode]]:
+    """The device code of each ELF binary that has a fat binary (a malformed one is left
+    out here: ``check`` fails the wheel for it)."""
+    found = []
+    for arcname, path in binaries:
+        with path.open("rb") as stream:
+            if stream.read(4) != ELF_MAGIC:
+                continue
+        try:
+            code = read_elf(path, arcname).gpu_code
+        except ElfError:
+            continue
+        if code is not None:
+            found.append((arcname, code))
+    return found
+
+
+def gpu_record_member(dist_info: str, binaries: Sequence[tuple[str, Path]]) -> Member:
+    """The record, made once every binary has been written (and so has arrived)."""
+    return Member(f"{dist_info}/{GPU_RECORD}",
+                  derive=lambda _written: record_bytes(binaries_code(binaries)))
+
+
+def read_gpu_record(text: str | bytes) -> GpuCode | None:
+    """The wheel's device code from a record found in a wheel or an index page (hostile):
+    None unless it is well formed."""
+    try:
+        document = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return gpu_code_from(document)
+
+
+def gpu_code_from(document: object) -> GpuCode | None:
+    """``{"cubins": [...], "ptx": [...]}`` as a GpuCode, or None if it is anything else."""
+    if not isinstance(document, dict):
+        return None
+    lists = []
+    for key, prefix in _NAME_PREFIXES.items():
+        names = document.get(key)
+        if not isinstance(names, list) or len(names) > _MAX_NAMES or not all(
+                isinstance(n, str) and _well_formed(n, prefix) for n in names):
+            return None
+        lists.append(tuple(sorted(set(names), key=arch_key)))
+    return GpuCode(lists[0], lists[1])
+
+
+def _well_formed(name: str, prefix: str) -> bool:
+    number = name.removeprefix(prefix)
+    digits = number.rstrip("af")
+    return (name.startswith(prefix) and digits.isascii() and digits.isdigit() and 2 <= len(digits) <= 3
+            and len(number) - len(digits) <= 1)
+
+
+def wheel_gpu_code(wheel: Path) -> GpuCode | None:
+    """The record of a wheel file (a folder of wheels has no index to say it): None
+    when it has none or is not a readable wheel (installing it then says so)."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            names = [n for n in archive.namelist()
+                     if n.count("/") == 1 and n.endswith(f".dist-info/{GPU_RECORD}")]
+            if len(names) != 1 or archive.getinfo(names[0]).file_size > MAX_RECORD:
+                return None
+            return read_gpu_record(archive.read(names[0]))
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError, NotImplementedError, RuntimeError):
+        return None
