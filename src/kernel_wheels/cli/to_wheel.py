@@ -71,6 +71,10 @@ def register(commands: Any) -> argparse.ArgumentParser:
     tw.add_argument("--variants", action="store_true",
                     help="also write each build's variant wheel (PEP 825 draft: "
                          "NAME-V-TAGS-LABEL.whl with .dist-info/variant.json; docs/variants.md)")
+    tw.add_argument("--repo-id", metavar="ORG/NAME",
+                    help="the Hub repository a folder or git source is published as (default: "
+                         "its metadata.json's repo-id, which build writes from build.toml): "
+                         "local-kernels maps the installed wheel to it for get_kernel")
     tw.add_argument("-j", "--jobs", type=positive_int, default=0,
                     help="wheels produced at once, in worker processes (default: one per CPU)")
     tw.add_argument("--json", action="store_true",
@@ -88,8 +92,9 @@ def run(args: argparse.Namespace) -> int:
     from ..sources import open_source
     from ..wheel.plan import TagOptions
 
-    if args.lock is not None and (args.source or args.version or args.revision):
-        raise UsageError("--lock converts what the lock pins: give no SOURCE, VERSION or --revision")
+    if args.lock is not None and (args.source or args.version or args.revision or args.repo_id):
+        raise UsageError("--lock converts what the lock pins: give no SOURCE, VERSION, --revision "
+                         "or --repo-id")
     if args.lock is None and not args.source:
         raise UsageError("give SOURCE (a Hub repo id, git repository or folder), or --lock PATH")
     # Every option is validated before any work; to_wheels checks the output folder before
@@ -109,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         manylinux_auto=auto,
         variants=args.variants,
+        repo_id=args.repo_id,
         **({"compression": args.compression} if args.compression is not None else {}),
     )
     settings = network(args)

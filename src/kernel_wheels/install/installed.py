@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EnvironmentProbeError
+from ..kernel.metadata import is_repo_id
 from .environment import default_python, run_probe
 
 #: What the target Python runs: every distribution whose dist-info holds a provenance
@@ -72,8 +73,12 @@ def _kernel(row: Any) -> InstalledKernel | None:
     if not (path / "metadata.json").is_file():
         return None  # without metadata.json, kernels cannot load a folder
     match = _HUB_REPO.fullmatch(str(record.get("source") or ""))
+    # A folder or git source's Hub repository (to-wheel --repo-id, or the repo-id that
+    # build records from build.toml); a Hub source's own URL comes first.
+    repo_id = match[1] if match else record.get("repo_id") if is_repo_id(record.get("repo_id")) \
+        else None
     variant = record.get("variant", {}).get("name") if isinstance(record.get("variant"), dict) else None
-    return InstalledKernel(str(row.get("name")), str(row.get("version")), match[1] if match else None,
+    return InstalledKernel(str(row.get("name")), str(row.get("version")), repo_id,
                            record.get("commit"), str(variant or folder.rsplit("/", 1)[-1]), path)
 
 
