@@ -4,6 +4,7 @@ tried as they would, with the real command, real servers on 127.0.0.1 and real v
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -11,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from support.helpers import UV, make_venv, one_line_error, run_cli
-from support.servers_index import IndexServer, pip_env, pypiserver
+from support.helpers import ROOT, UV, make_venv, one_line_error, run_cli, torch_wheel
+from support.hostile_index import HostileIndex, answer
+from support.mirror_hub import S3Server, s3_server
+from support.servers_index import IndexServer, pip_env, pypiserver, static_server
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +78,17 @@ repo-id = "acme/kw-hub"
 """
 
 
+def build_hub_kernel(root: Path, toml: str = HUB_KERNEL) -> Path:
+    """A Python-only kernel (kernel-builder's torch-noarch) built by `build`: its
+    torch-cpu variant fits any torch that runs on the CPU."""
+    tree = root / "kw-hub"
+    (tree / "torch-ext" / "kw_hub").mkdir(parents=True)
+    (tree / "torch-ext" / "kw_hub" / "__init__.py").write_text("def answer():\n    return 42\n")
+    (tree / "build.toml").write_text(toml)
+    run_cli("build", tree, "-o", root / "out")
+    return root / "out"
+
+
 def _pip_install(python: Path, *wheels: Path) -> None:
     subprocess.run([UV, "pip", "install", "-q", "--no-deps", "--python", str(python),
                     *map(str, wheels)], check=True, capture_output=True, env=pip_env())
@@ -88,11 +102,7 @@ def plain_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_build_records_hub_repo_id_and_local_kernels_maps_it(tmp_path: Path,
                                                              plain_venv: Path) -> None:
-    tree = tmp_path / "kw-hub"
-    (tree / "torch-ext" / "kw_hub").mkdir(parents=True)
-    (tree / "torch-ext" / "kw_hub" / "__init__.py").write_text("")
-    (tree / "build.toml").write_text(HUB_KERNEL)
-    run_cli("build", tree, "-o", tmp_path / "out")
+    build_hub_kernel(tmp_path)
     meta = json.loads((tmp_path / "out" / "build" / "torch-cpu" / "metadata.json").read_text())
     assert meta["repo-id"] == "acme/kw-hub"
     run_cli("to-wheel", tmp_path / "out", "1.0.0", "-o", tmp_path / "wheels")
@@ -133,3 +143,191 @@ def test_metadata_repo_id_from_a_hostile_folder_is_refused(kernel_folder: Path,
     meta_path.write_text(json.dumps(meta))
     proc = run_cli("to-wheel", root, "1.1.2", "-o", tmp_path / "out", check=False)
     one_line_error(proc, "repo-id", status=1)
+
+
+# --- 4 and 7: install checks what costs nothing first; pip's habits ------------------------
+
+# kw-hub with a Python dependency the test index does not have: --no-deps is then the
+# difference between an install and a failure.
+HUB_KERNEL_WITH_DEPENDS = HUB_KERNEL.replace('backends = ["cpu"]',
+                                             'backends = ["cpu"]\npython-depends = ["einops"]')
+
+
+@pytest.fixture(scope="module")
+def index_url(kernel_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A static index (`index` over a web server on 127.0.0.1) with two kernels: img2gray
+    (its CPU build for torch 2.13) and kw-hub (Python-only, needing einops)."""
+    root = tmp_path_factory.mktemp("index")
+    wheels = root / "wheels"
+    run_cli("to-wheel", kernel_folder, "1.1.2", "-o", wheels)
+    run_cli("to-wheel", build_hub_kernel(root, HUB_KERNEL_WITH_DEPENDS), "1.0.0", "-o", wheels)
+    run_cli("index", wheels, "-o", root / "site")
+    with static_server(root / "site") as base:
+        yield base + "simple/"
+
+
+TORCH_STAND_IN = """\
+# A stand-in for torch that records that it was imported, then fails: the test is about
+# when install reads the target Python, not about torch itself.
+import os, pathlib
+pathlib.Path(os.environ["KW_TEST_TORCH_IMPORTED"]).write_text("imported")
+raise ImportError("torch stand-in")
+"""
+
+
+def _venv_with_torch_stand_in(path: Path, pip: bool = True) -> Path:
+    """A venv whose torch (2.13.0, as importlib.metadata sees it) records its import."""
+    subprocess.run([UV, "venv", "-q", *(["--seed"] if pip else []), str(path)], check=True,
+                   capture_output=True)
+    site = next(path.glob("lib/python*/site-packages"))
+    (site / "torch").mkdir()
+    (site / "torch" / "__init__.py").write_text(TORCH_STAND_IN)
+    dist_info = site / "torch-2.13.0.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0\n")
+    (dist_info / "RECORD").write_text("")
+    return path / "bin" / "python"
+
+
+@pytest.mark.parametrize("case", ["bad name", "closed port", "wrong password", "no pip",
+                                  "no torch", "no python"])
+def test_install_checks_what_costs_nothing_before_importing_torch(case: str, index_url: str,
+                                                                  tmp_path: Path) -> None:
+    marker = tmp_path / "torch-imported"
+    env = {**pip_env(), "KW_TEST_TORCH_IMPORTED": str(marker)}
+    python = _venv_with_torch_stand_in(tmp_path / "venv", pip=case != "no pip")
+    args = ["install", "img2gray", "-i", index_url, "--python", python]
+    with HostileIndex() as refusing:
+        refusing.routes["/simple/img2gray/"] = answer(401, b"no")
+        if case == "bad name":
+            args[1] = "img2gray=="
+        elif case == "closed port":
+            with HostileIndex() as gone:
+                closed = gone.base
+            args[3] = closed + "simple/"
+        elif case == "wrong password":
+            args[3] = refusing.url("/simple/").replace("http://", "http://reader:wrong@")
+        elif case == "no torch":
+            args[-1] = make_venv(tmp_path / "bare")
+        elif case == "no python":
+            args[-1] = tmp_path / "nonexistent" / "python"
+        proc = run_cli(*args, env=env, check=False)
+    expected = {"bad name": ("img2gray==",), "closed port": ("127.0.0.1",),
+                "wrong password": ("401",), "no pip": ("no pip", "--installer uv"),
+                "no torch": ("no torch", "--python"), "no python": ("--python",)}[case]
+    one_line_error(proc, *expected, status=2 if case in ("bad name", "no python") else 1)
+    assert not marker.exists(), f"{case}: torch was imported before the cheap check failed"
+    assert "wrong" not in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def torch_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_venv(tmp_path_factory.mktemp("torch-venv") / "venv",
+                     torch=torch_wheel(tmp_path_factory.mktemp("torch-wheel")))
+
+
+def _installed(python: Path) -> set[str]:
+    proc = subprocess.run([str(python), "-m", "pip", "list", "--format", "json"],
+                          capture_output=True, text=True, check=True, env=pip_env())
+    return {row["name"].lower() for row in json.loads(proc.stdout)}
+
+
+def test_install_several_names_no_deps_upgrade_and_a_requirements_file(
+        index_url: str, torch_venv: Path, tmp_path: Path) -> None:
+    # kw-hub needs einops, which the index does not have: pip cannot install it ...
+    failed = run_cli("install", "img2gray", "kw-hub", "-i", index_url, "--python", torch_venv,
+                     env=pip_env(), check=False)
+    one_line_error(failed, "einops")
+    assert not {"img2gray", "kw-hub"} & _installed(torch_venv)  # nothing half-installed
+    # ... and with --no-deps both go in, in one run
+    proc = run_cli("install", "-U", "img2gray", "kw-hub", "--no-deps", "-i", index_url,
+                   "--python", torch_venv, env=pip_env())
+    assert "chose img2gray-1.1.2+" in proc.stdout and "chose kw_hub-1.0.0+" in proc.stdout
+    assert {"img2gray", "kw-hub"} <= _installed(torch_venv)
+    assert "einops" not in _installed(torch_venv)
+    # a requirements file of kernels, as pip reads one (comments, blank lines)
+    requirements = tmp_path / "kernels.txt"
+    requirements.write_text("# the kernels this service loads\nimg2gray==1.1.2  # pinned\n\n"
+                            "kw-hub>=1\n")
+    again = run_cli("install", "-r", requirements, "--no-deps", "-i", index_url,
+                    "--python", torch_venv, env=pip_env(), check=False)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count("chose ") == 2
+    # what pip would do with it and install cannot is refused, by line
+    requirements.write_text("--index-url http://elsewhere/simple/\nimg2gray\n")
+    refused = run_cli("install", "-r", requirements, "-i", index_url, "--python", torch_venv,
+                      env=pip_env(), check=False)
+    one_line_error(refused, f"{requirements}:1", status=2)
+
+
+def test_install_backend_cpu_on_a_cuda_torch(index_url: str) -> None:
+    cuda_python = ROOT / ".venv-cuda" / "bin" / "python"
+    if not cuda_python.exists():
+        pytest.skip("no CUDA torch venv (scripts/bootstrap.sh --cuda)")
+    refused = run_cli("install", "kw-hub", "-i", index_url, "--python", cuda_python,
+                      "--dry-run", env=pip_env(), check=False)
+    line = one_line_error(refused, "no wheel of kw-hub fits", "--backend cpu")
+    assert "cu130" in line
+    chosen = run_cli("install", "kw-hub", "-i", index_url, "--python", cuda_python,
+                     "--dry-run", "--backend", "cpu", "--json", env=pip_env())
+    document = json.loads(chosen.stdout)
+    assert document["chosen"]["wheel"].startswith("kw_hub-1.0.0+")
+    assert document["environment"]["target"].endswith("-cpu")
+
+
+# --- 7. mirror: a server without listings, an s3:// destination checked first ---------------
+
+
+def test_mirror_org_against_a_server_without_listings_says_so(tmp_path: Path) -> None:
+    with HostileIndex() as hub:
+        # A Hub mirror that answers every path with its HTML front page.
+        for kind in ("kernels", "models"):
+            hub.routes[f"/api/{kind}"] = answer(200, b"<html><body>a mirror</body></html>")
+        proc = run_cli("mirror", "--org", "acme", "--to", tmp_path / "site",
+                       env={"HF_ENDPOINT": hub.base.rstrip("/"), "HF_HOME": str(tmp_path / "hf")},
+                       check=False)
+    line = one_line_error(proc, "--org acme", "listing", status=1)
+    assert "Expecting value" not in line and "char 0" not in line, line
+    assert "name the repositories" in line
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    with s3_server(tmp_path_factory.mktemp("s3")) as server:
+        yield server
+
+
+@pytest.mark.parametrize("case", ["no credentials", "no bucket"])
+def test_mirror_to_s3_checks_destination_and_credentials_before_listing(
+        case: str, s3: S3Server, tmp_path: Path) -> None:
+    bucket = s3.bucket(f"ux-{case.replace(' ', '-')}") if case == "no credentials" else "ux-missing"
+    env = {**s3.env(), "AWS_SHARED_CREDENTIALS_FILE": os.devnull, "AWS_CONFIG_FILE": os.devnull,
+           "AWS_EC2_METADATA_DISABLED": "true", "HF_HOME": str(tmp_path / "hf")}
+    if case == "no credentials":
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+            env[name] = ""
+    with HostileIndex() as hub:
+        env["HF_ENDPOINT"] = hub.base.rstrip("/")
+        proc = run_cli("mirror", "acme/img2gray", "--to", f"s3://{bucket}/kernels", env=env,
+                       check=False)
+        assert not hub.seen, "the Hub was asked before the destination was checked"
+    if case == "no credentials":
+        one_line_error(proc, "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", status=2)
+    else:
+        one_line_error(proc, "ux-missing", "no such bucket", status=1)
+
+
+# --- 7. usage errors that docs/cli-conformance.md promises --------------------------------
+
+
+def test_to_wheel_output_that_is_a_file_is_a_usage_error(kernel_folder: Path, tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("")
+    proc = run_cli("to-wheel", kernel_folder, "1.1.2", "-o", tmp_path / "afile", check=False)
+    one_line_error(proc, "-o", "is a file, not a folder", status=2)
+
+
+@pytest.mark.parametrize("command", [["install", "img2gray", "--no-index", "-f", "."],
+                                     ["local-kernels"]])
+def test_python_that_does_not_exist_is_a_usage_error(command: list[str], tmp_path: Path) -> None:
+    proc = run_cli(*command, "--python", tmp_path / "nonexistent", check=False)
+    one_line_error(proc, "--python", "no Python interpreter", status=2)

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import data
-from ..errors import BuildError
 from ..confine import shown
+from ..errors import BuildError
 from ..kernel.metadata import KernelDependency, is_repo_id
 
 NAME_PATTERN = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")

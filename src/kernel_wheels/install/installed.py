@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import EnvironmentProbeError
 from ..kernel.metadata import is_repo_id
-from .environment import default_python, run_probe
+from .environment import run_probe, target_python
 
 #: What the target Python runs: every distribution whose dist-info holds a provenance
 #: record, with that record and where its files are.
@@ -85,7 +85,7 @@ def _kernel(row: Any) -> InstalledKernel | None:
 def installed_kernels(python: Path | None = None, timeout: float = 120) -> list[InstalledKernel]:
     """The kernel wheels installed in ``python`` (default: the activated venv's, else the
     one running kernel-wheels), sorted by distribution name."""
-    python = python or default_python()
+    python = target_python(python)
     rows = run_probe(python, PROBE, "list what is installed in", timeout)
     if not isinstance(rows, list):
         raise EnvironmentProbeError(f"unexpected answer from the Python at {python}")
