@@ -368,3 +368,13 @@ def test_local_kernels_without_kernel_wheels_is_empty(tmp_path: Path) -> None:
     python = make_venv(tmp_path / "venv")
     proc = run_cli("local-kernels", "--python", python)
     assert proc.stdout.strip() == "" and "no kernel wheel from the Hub is installed there" in proc.stderr
+
+
+def test_a_locked_run_names_each_wheel_once(hub: Hub, tmp_path: Path) -> None:
+    """Issue #33: each wheel was named when staged and again when placed."""
+    project = _project(tmp_path / "project", hub, {"drbh/img2gray": 1})
+    proc = run_cli("to-wheel", "--lock", project, "-o", tmp_path / "out", env=hub.env(tmp_path))
+    wheels = sorted(p.name for p in (tmp_path / "out").glob("*.whl"))
+    assert len(wheels) == 2
+    for name in wheels:
+        assert proc.stderr.count(name) == 1, proc.stderr

@@ -331,3 +331,18 @@ def test_to_wheel_output_that_is_a_file_is_a_usage_error(kernel_folder: Path, tm
 def test_python_that_does_not_exist_is_a_usage_error(command: list[str], tmp_path: Path) -> None:
     proc = run_cli(*command, "--python", tmp_path / "nonexistent", check=False)
     one_line_error(proc, "--python", "no Python interpreter", status=2)
+
+
+# --- 7. plurals ------------------------------------------------------------------------------
+
+
+def test_counts_of_one_are_singular(kernel_folder: Path, tmp_path: Path) -> None:
+    run_cli("to-wheel", kernel_folder, "1.1.2", "-o", tmp_path / "wheels")
+    proc = run_cli("index", tmp_path / "wheels", "-o", tmp_path / "site")
+    assert "1 wheel, 1 project, 1 target index;" in proc.stderr, proc.stderr
+    with HostileIndex() as gone:
+        closed = gone.base.rstrip("/")
+    failed = run_cli("versions", "acme/img2gray", "--retries", "0",
+                     env={"HF_ENDPOINT": closed, "HF_HOME": str(tmp_path / "hf")}, check=False)
+    line = one_line_error(failed, "after 1 try ")
+    assert "1 tries" not in line
