@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -346,3 +348,29 @@ def test_counts_of_one_are_singular(kernel_folder: Path, tmp_path: Path) -> None
                      env={"HF_ENDPOINT": closed, "HF_HOME": str(tmp_path / "hf")}, check=False)
     line = one_line_error(failed, "after 1 try ")
     assert "1 tries" not in line
+
+
+# --- 7. serve on a terminal says where to point pip -----------------------------------------
+
+
+def test_serve_on_a_terminal_prints_a_human_line_with_the_urls(hub_env: dict[str, str],
+                                                              tmp_path: Path) -> None:
+    import pexpect
+
+    from support.helpers import free_port
+
+    port = free_port()
+    child = pexpect.spawn(sys.executable, ["-m", "kernel_wheels", "serve", "--kernels", "drbh/img2gray",
+                                           "--port", str(port), "--cache", str(tmp_path / "c")],
+                          env={**os.environ, **hub_env}, encoding="utf-8", timeout=120,
+                          dimensions=(40, 400))
+    try:
+        child.expect(r"serving drbh/img2gray at (\S+): kernel-wheels install img2gray -i (\S+) ")
+        assert child.match.group(1) == f"http://127.0.0.1:{port}/"
+        assert child.match.group(2) == f"http://127.0.0.1:{port}/simple/"
+        child.expect(r"pip install img2gray --index-url \S+/TARGET/simple/")
+        child.expect("Application startup complete")
+        child.kill(signal.SIGTERM)
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
