@@ -339,7 +339,8 @@ def test_python_that_does_not_exist_is_a_usage_error(command: list[str], tmp_pat
 
 
 def test_counts_of_one_are_singular(kernel_folder: Path, tmp_path: Path) -> None:
-    run_cli("to-wheel", kernel_folder, "1.1.2", "-o", tmp_path / "wheels")
+    converted = run_cli("to-wheel", kernel_folder, "1.1.2", "-o", tmp_path / "wheels")
+    assert "done: 1 wheel of " in converted.stderr, converted.stderr
     proc = run_cli("index", tmp_path / "wheels", "-o", tmp_path / "site")
     assert "1 wheel, 1 project, 1 target index;" in proc.stderr, proc.stderr
     with HostileIndex() as gone:
@@ -374,3 +375,18 @@ def test_serve_on_a_terminal_prints_a_human_line_with_the_urls(hub_env: dict[str
         child.expect(pexpect.EOF)
     finally:
         child.close(force=True)
+
+
+# --- 7. publish says when the credentials went unused ---------------------------------------
+
+
+def test_publish_with_everything_there_says_the_credentials_were_not_checked(
+        kernel_folder: Path, pypi: IndexServer, tmp_path: Path) -> None:
+    run_cli("to-wheel", kernel_folder, "1.1.0", "-o", tmp_path)
+    run_cli("publish", tmp_path, "--repository-url", pypi.upload_url, env=_publish_env(pypi))
+    wrong = {**_publish_env(pypi), "TWINE_PASSWORD": "not-the-password"}
+    again = run_cli("publish", tmp_path, "--repository-url", pypi.upload_url, "--non-interactive",
+                    env=wrong)
+    assert "already there: img2gray-1.1.0+" in again.stdout
+    assert "nothing to upload: the credentials were not used, nor checked" in again.stderr
+    assert "not-the-password" not in again.stdout + again.stderr

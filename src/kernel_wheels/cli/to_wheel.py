@@ -89,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     from ..convert.pipeline import ConvertOptions, to_wheels
     from ..errors import UsageError
     from ..kernel.versions import RequestKind, parse_request
+    from ..progress import counted
     from ..sources import open_source
     from ..wheel.plan import TagOptions
 
@@ -127,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     assert request is not None
     source = open_source(args.source, repo_type=args.repo_type, network=settings, progress=args.progress)
     result = to_wheels(source, request, options, progress=args.progress)
-    args.progress(f"done: {len(result.wheels)} wheels of {result.source} {result.version} "
+    args.progress(f"done: {counted(len(result.wheels), 'wheel')} of {result.source} {result.version} "
                   f"in {args.output_dir} ({_statuses(result.wheels)})")
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
@@ -137,11 +138,13 @@ def run(args: argparse.Namespace) -> int:
 def _run_locked(args: argparse.Namespace, options: Any, settings: Any) -> int:
     from ..locked.lockfile import read_lock
     from ..locked.pipeline import convert_locked
+    from ..progress import counted
 
     lock = read_lock(args.lock)
     args.progress(lock.describe())
     done = convert_locked(lock, options, network=settings, repo_type=args.repo_type, progress=args.progress)
-    args.progress(f"done: {len(done.wheels)} wheels of {len(done.results)} locked kernel(s) in "
+    args.progress(f"done: {counted(len(done.wheels), 'wheel')} of "
+                  f"{counted(len(done.results), 'locked kernel')} in "
                   f"{args.output_dir} ({_statuses(done.wheels)})")
     if args.json:
         print(json.dumps(done.to_dict(), indent=2))
