@@ -51,6 +51,11 @@ def register(commands: Any) -> argparse.ArgumentParser:
                          "variant checked against the lock first (PATH: the lock file, or a "
                          "project folder holding pyproject.toml and kernels.lock); instead of "
                          "SOURCE and VERSION")
+    tw.add_argument("--pylock", metavar="FILES_URL",
+                    help="with --lock: also write pylock.<target>.toml (PEP 751) per build "
+                         "target, each wheel at FILES_URL/<wheel> with its sha256, for "
+                         "`uv pip install -r` (FILES_URL: a kernel-wheels site's "
+                         "https://HOST/files/, pypiserver's https://HOST/packages/)")
     tw.add_argument("-o", "--output-dir", type=Path, default=Path("."),
                     help="where to write the wheels (default: current folder)")
     tw.add_argument("--python-version", default="3.9",
@@ -96,6 +101,12 @@ def run(args: argparse.Namespace) -> int:
     if args.lock is not None and (args.source or args.version or args.revision or args.repo_id):
         raise UsageError("--lock converts what the lock pins: give no SOURCE, VERSION, --revision "
                          "or --repo-id")
+    if args.pylock is not None and args.lock is None:
+        raise UsageError("--pylock goes with --lock: it pins what a kernels.lock converts")
+    if args.pylock is not None:
+        from ..locked.pylock import check_files_url
+
+        args.pylock = check_files_url(args.pylock)
     if args.lock is None and not args.source:
         raise UsageError("give SOURCE (a Hub repo id, git repository or folder), or --lock PATH")
     # Every option is validated before any work; to_wheels checks the output folder before
@@ -146,8 +157,18 @@ def _run_locked(args: argparse.Namespace, options: Any, settings: Any) -> int:
     args.progress(f"done: {counted(len(done.wheels), 'wheel')} of "
                   f"{counted(len(done.results), 'locked kernel')} in "
                   f"{args.output_dir} ({_statuses(done.wheels)})")
+    document = done.to_dict()
+    if args.pylock is not None:
+        from ..locked.pylock import LockedWheel, write_pylocks
+
+        written = write_pylocks([LockedWheel(w.path.name, w.sha256, w.size) for w in done.wheels],
+                                done.wheels[0].path.parent if done.wheels else args.output_dir,
+                                args.pylock)
+        for path in written:
+            args.progress(f"wrote {path} (uv pip install -r {path.name})")
+        document["pylock"] = [str(path) for path in written]
     if args.json:
-        print(json.dumps(done.to_dict(), indent=2))
+        print(json.dumps(document, indent=2))
     return 0
 
 
