@@ -222,6 +222,25 @@ def test_install_checks_what_costs_nothing_before_importing_torch(case: str, ind
     assert "wrong" not in proc.stderr
 
 
+def test_install_installer_uv_without_uv_is_said_before_importing_torch(index_url: str,
+                                                                        tmp_path: Path) -> None:
+    """A machine without uv, made with a fault: a stand-in ``uv`` package that fails to
+    import shadows the real one (which this venv has), and PATH holds no uv."""
+    marker = tmp_path / "torch-imported"
+    python = _venv_with_torch_stand_in(tmp_path / "venv")
+    shadow = tmp_path / "shadow" / "uv"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text('raise ImportError("no uv on this machine (test fault)")\n')
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    env = {**pip_env(), "KW_TEST_TORCH_IMPORTED": str(marker), "PATH": str(bin_dir),
+           "PYTHONPATH": os.pathsep.join([str(shadow.parent), os.environ.get("PYTHONPATH", "")])}
+    proc = run_cli("install", "img2gray", "-i", index_url, "--python", python, "--installer", "uv",
+                   env=env, check=False)
+    one_line_error(proc, "--installer uv", "uv is not installed", status=2)
+    assert not marker.exists()
+
+
 @pytest.fixture(scope="module")
 def torch_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_venv(tmp_path_factory.mktemp("torch-venv") / "venv",
