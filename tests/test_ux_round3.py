@@ -3,6 +3,7 @@ tried as they would, with the real command, real servers on 127.0.0.1 and real v
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -409,3 +410,37 @@ def test_publish_with_everything_there_says_the_credentials_were_not_checked(
     assert "already there: img2gray-1.1.0+" in again.stdout
     assert "nothing to upload: the credentials were not used, nor checked" in again.stderr
     assert "not-the-password" not in again.stdout + again.stderr
+
+
+# --- 6. the README's local Hub recipe works as written --------------------------------------
+
+
+def test_readme_local_hub_recipe_works_as_written(kernel_repo: Path, tmp_path: Path) -> None:
+    """The README's olah recipe, run as a stranger would paste it (its port changed to a
+    free one; the last line, a server that runs until stopped, left out)."""
+    import signal as signals
+
+    from support.helpers import free_port
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("### Trying the Hub commands without the Hub", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    lines = [line for line in block.replace("8090", str(free_port())).splitlines()
+             if not line.startswith("kernel-wheels serve")]
+    shutil.copytree(kernel_repo, tmp_path / "out" / "img2gray")  # what the demo leaves
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "HF_HOME": str(tmp_path / "hf"), "KERNEL_WHEELS_CACHE": str(tmp_path / "kw")}
+    env.pop("HF_ENDPOINT", None)
+    log = tmp_path / "recipe.log"
+    with log.open("w") as out:  # a file: the background olah keeps its output open
+        shell = subprocess.Popen(["bash", "-e", "-c", "\n".join(lines)], cwd=tmp_path, env=env,
+                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        shell.wait(timeout=300)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(shell.pid, signals.SIGTERM)  # the olah it started in the background
+    output = log.read_text()
+    assert shell.returncode == 0, output
+    assert "1.1.2    release  v1.1.2" in output, output
+    assert len(list((tmp_path / "wheels").glob("img2gray-1.1.2+*.whl"))) == 2, output
