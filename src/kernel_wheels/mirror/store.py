@@ -213,8 +213,8 @@ class S3Destination:
             code = str(exc.response.get("Error", {}).get("Code", ""))
             if code in ("404", "NoSuchBucket"):
                 raise DistributionError(f"{self.description}: no such bucket {self.bucket} at "
-                                        f"{endpoint}: create it, or check the name and "
-                                        "AWS_ENDPOINT_URL") from None
+                                        f"{endpoint} (NoSuchBucket): create it, or check the "
+                                        "name and AWS_ENDPOINT_URL") from None
             if code in ("403", "401", "AccessDenied", "InvalidAccessKeyId",
                         "SignatureDoesNotMatch"):
                 raise DistributionError(f"{self.description}: {endpoint} refused the credentials "
