@@ -124,9 +124,11 @@ class Environment:
         if backend is None or self.target is None or backend == self.target.backend:
             return self
         if backend != "cpu":
+            also = "" if self.target.backend == "cpu" else f" or {self.target.backend}"
             raise UsageError(f"--backend {backend}: torch {self.torch_version} is built for "
-                             f"{self.target.backend_tag}; give --backend cpu or "
-                             f"{self.target.backend}, or a Python whose torch has {backend}")
+                             f"{self.target.backend_tag}, so a {backend} build cannot run on it; "
+                             f"give --backend cpu{also}, or --python with a torch built for "
+                             f"{backend}")
         return replace(self, cuda=None, hip=None, xpu=None, mps=False)
 
     def describe(self) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..confine import shown
 from ..errors import UsageError
 
 
@@ -49,5 +50,6 @@ def _line(path: Path, number: int, line: str, seen: tuple[Path, ...]) -> list[st
                          "not take from a requirements file: give it on the command line "
                          "(indexes: -i/--extra-index-url/-f) or leave it out")
     if "://" in line or line.startswith((".", "/")):
-        raise UsageError(f"{where}: '{line}' is a URL or path; give kernels by name and version")
+        raise UsageError(f"{where}: {shown(repr(line))} is a URL or path; give kernels by name "
+                         "and version")
     return [line]
