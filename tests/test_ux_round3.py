@@ -444,3 +444,23 @@ def test_readme_local_hub_recipe_works_as_written(kernel_repo: Path, tmp_path: P
     assert shell.returncode == 0, output
     assert "1.1.2    release  v1.1.2" in output, output
     assert len(list((tmp_path / "wheels").glob("img2gray-1.1.2+*.whl"))) == 2, output
+
+
+# --- 3. the README's install lines work on a fresh clone -------------------------------------
+
+
+def test_readme_install_lines_name_only_refs_that_exist() -> None:
+    """A release tag in an install line must exist; without tags, the lines use main or a
+    commit, and the README says how releases are made."""
+    readme = (ROOT / "README.md").read_text()
+    install = readme.split("## Install", 1)[1].split("\n## ", 1)[0]
+    block = install.split("```bash\n", 1)[1].split("```", 1)[0]
+    tags = set(subprocess.run(["git", "-C", str(ROOT), "tag"], capture_output=True, text=True,
+                              check=True).stdout.split())
+    refs = [line.split("git+<repository URL>@", 1)[1].split('"', 1)[0]
+            for line in block.splitlines() if "git+<repository URL>@" in line]
+    assert refs, block
+    for ref in refs:
+        assert ref in ("main", "<commit>") or ref in tags, f"@{ref} does not exist (tags: {tags})"
+    assert "kernel_wheels-0.1.0" not in block  # no released wheel that was never made
+    assert "docs/release.md" in install and "vX.Y.Z" in install
