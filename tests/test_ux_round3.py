@@ -345,7 +345,7 @@ def test_mirror_to_s3_checks_destination_and_credentials_before_listing(
 def test_to_wheel_output_that_is_a_file_is_a_usage_error(kernel_folder: Path, tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("")
     proc = run_cli("to-wheel", kernel_folder, "1.1.2", "-o", tmp_path / "afile", check=False)
-    one_line_error(proc, "-o", "is a file, not a folder", status=2)
+    one_line_error(proc, "afile is a file, not a folder", status=2)
 
 
 @pytest.mark.parametrize("command", [["install", "img2gray", "--no-index", "-f", "."],

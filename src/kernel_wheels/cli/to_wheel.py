@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .common import add_filters, add_network, add_source, filters, network, positive_int, writable_folder
+from .common import add_filters, add_network, add_source, filters, network, positive_int
 
 EPILOG = """\
 examples:
@@ -112,7 +112,6 @@ def run(args: argparse.Namespace) -> int:
     # Every option is validated before any work; to_wheels checks the output folder before
     # any network work (opening a source makes no request).
     request = parse_request(args.version, args.revision) if args.lock is None else None
-    writable_folder(args.output_dir, "-o")  # -o FILE: a usage error, as for index and build
     given = args.version if request is not None and request.kind is RequestKind.REVISION else None
     auto = args.manylinux_version == "auto"
     options = ConvertOptions(
