@@ -6,6 +6,10 @@
 #   kernel-wheels install from the server -> import -> run the op, compare with a
 #   float32 reference. The server listens on 127.0.0.1 and is stopped on exit.
 # Everything goes to out/. Set KW_DEMO_CUDA=1 to also build the CUDA variant (torch 2.14.1).
+# The demo's venv gets torch 2.13.0 from wherever pip finds it: PyPI gives the CUDA build,
+# a machine's own wheel folder may give the CPU one; KW_DEMO_TORCH_INDEX=URL picks the index
+# (e.g. https://pypi.org/simple, or https://download.pytorch.org/whl/cpu for the CPU build).
+# Either way install takes the CPU build (--backend cpu): a CPU kernel runs on any torch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${KW_DEMO_CUDA:-0}" = 1 ]; then bash scripts/bootstrap.sh --cuda; else bash scripts/bootstrap.sh; fi
@@ -59,10 +63,12 @@ PY
 step "publish: check each wheel, then upload the new ones (credentials from TWINE_*)"
 TWINE_USERNAME=demo TWINE_PASSWORD=demo-password $KW publish out/wheels --repository-url "http://127.0.0.1:$PORT/"
 
-step "install: a fresh venv with torch 2.13.0, then kernel-wheels install picks the build for it"
+step "install: a fresh venv with torch 2.13.0, then kernel-wheels install picks the CPU build for it"
 python3 -m venv out/venv
-out/venv/bin/python -m pip install -q torch==2.13.0 2> >(grep -v "is ignored: it is neither" >&2)
-$KW install img2gray --index-url "http://127.0.0.1:$PORT/simple/" --python out/venv/bin/python
+out/venv/bin/python -m pip install -q torch==2.13.0 ${KW_DEMO_TORCH_INDEX:+--index-url "$KW_DEMO_TORCH_INDEX"} \
+  2> >(grep -v "is ignored: it is neither" >&2)
+out/venv/bin/python -c 'import importlib.metadata as m; print("torch", m.version("torch"))'
+$KW install img2gray --backend cpu --index-url "http://127.0.0.1:$PORT/simple/" --python out/venv/bin/python
 
 step "run: import img2gray and compare with a float32 reference"
 out/venv/bin/python - <<'PY'

@@ -113,8 +113,8 @@ def test_install_errors_are_one_line(base_url: str, venv: Path, tmp_path: Path) 
     cases = [
         (["img2gray", "--index-url", "ftp://example.invalid/simple"], 2,
          "'ftp://example.invalid/simple' is not an index URL"),
-        (["img2gray", "--index-url", f"{base_url}simple/", "--python", tmp_path / "nope"], 1,
-         f"no Python interpreter at {tmp_path / 'nope'}"),
+        (["img2gray", "--index-url", f"{base_url}simple/", "--python", tmp_path / "nope"], 2,
+         f"--python {tmp_path / 'nope'}: there is no Python interpreter there"),
         (["no-such-kernel", "--index-url", f"{base_url}simple/"], 1,
          f"{base_url}simple/ has no project no-such-kernel"),
         (["img2gray", "--index-url", f"{base_url}simple/", "--python", bare], 1,

@@ -368,3 +368,57 @@ def test_local_kernels_without_kernel_wheels_is_empty(tmp_path: Path) -> None:
     python = make_venv(tmp_path / "venv")
     proc = run_cli("local-kernels", "--python", python)
     assert proc.stdout.strip() == "" and "no kernel wheel from the Hub is installed there" in proc.stderr
+
+
+def test_a_locked_run_names_each_wheel_once(hub: Hub, tmp_path: Path) -> None:
+    """Issue #33: each wheel was named when staged and again when placed."""
+    project = _project(tmp_path / "project", hub, {"drbh/img2gray": 1})
+    proc = run_cli("to-wheel", "--lock", project, "-o", tmp_path / "out", env=hub.env(tmp_path))
+    wheels = sorted(p.name for p in (tmp_path / "out").glob("*.whl"))
+    assert len(wheels) == 2
+    for name in wheels:
+        assert proc.stderr.count(name) == 1, proc.stderr
+
+
+def test_a_locked_run_writes_a_pylock_per_target_that_uv_installs(hub: Hub, tmp_path: Path) -> None:
+    """Issue #33: `to-wheel --lock --pylock URL` pins the published wheels for installers
+    (PEP 751), one file per build target; a real `uv pip install -r` installs from it,
+    checked against the hashes."""
+    from support.servers_index import pip_env, static_server
+
+    project = _project(tmp_path / "project", hub, {"drbh/img2gray": 1})
+    site = tmp_path / "site"
+    site.mkdir()
+    with static_server(site) as base:
+        proc = run_cli("to-wheel", "--lock", project, "-o", tmp_path / "out", "--pylock",
+                       base + "files", "--json", env=hub.env(tmp_path))
+        written = sorted(Path(p).name for p in json.loads(proc.stdout)["pylock"])
+        assert written == ["pylock.torch213-cxx11-cpu.toml", "pylock.torch214-cxx11-cu130.toml"]
+        run_cli("index", *(tmp_path / "out").glob("*.whl"), "-o", site)
+        lock = tmp_path / "out" / "pylock.torch213-cxx11-cpu.toml"
+        text = lock.read_text()
+        cpu_wheel = next((tmp_path / "out").glob("img2gray-1.1.2+torch213cpu*.whl"))
+        assert cpu_wheel.name in text and "torch214cu130" not in text
+        assert hashlib.sha256(cpu_wheel.read_bytes()).hexdigest() in text
+        python = make_venv(tmp_path / "venv", torch=torch_wheel(tmp_path / "torch-wheel"))
+        installed = subprocess.run([UV, "pip", "install", "--python", str(python), "-r", str(lock)],
+                                   capture_output=True, text=True, env=pip_env())
+        assert installed.returncode == 0, installed.stderr
+        frozen = subprocess.run([UV, "pip", "freeze", "--python", str(python)],
+                                capture_output=True, text=True, env=pip_env()).stdout
+        assert "img2gray==1.1.2+torch213cpucxx11" in frozen, frozen
+        # The hashes are enforced: a lock whose hash is wrong installs nothing.
+        (tmp_path / "bad").mkdir()
+        bad = tmp_path / "bad" / "pylock.toml"
+        bad.write_text(text.replace(hashlib.sha256(cpu_wheel.read_bytes()).hexdigest(), "0" * 64))
+        other = make_venv(tmp_path / "venv2", torch=torch_wheel(tmp_path / "torch-wheel"))
+        refused = subprocess.run([UV, "pip", "install", "--python", str(other), "-r", str(bad)],
+                                 capture_output=True, text=True, env=pip_env())
+        assert refused.returncode != 0 and "hash" in refused.stderr.lower(), refused.stderr
+
+
+def test_pylock_needs_a_lock_and_a_files_url(tmp_path: Path) -> None:
+    one_line_error(run_cli("to-wheel", tmp_path, "1.0", "--pylock", "http://h/files/", check=False),
+                   "--pylock goes with --lock", status=2)
+    one_line_error(run_cli("to-wheel", "--lock", tmp_path, "--pylock", "ftp://h/files/", check=False),
+                   "--pylock ftp://h/files/", status=2)

@@ -109,7 +109,7 @@ def test_output_folder_problems_are_found_before_any_download(recorder: tuple[Fa
     blocker = tmp_path / "file"
     blocker.write_text("")
     proc = run_cli("to-wheel", "drbh/img2gray", "1.1.2", "-o", blocker, env=env, check=False)
-    assert one_error_line(proc) == f"cannot write wheels to {blocker}: {blocker} is a file, not a folder"
+    assert one_error_line(proc, 2) == f"cannot write wheels to {blocker}: {blocker} is a file, not a folder"
     assert server.log == []
     tally("cli", inputs=1)
 

@@ -146,7 +146,7 @@ def test_no_permission(tmp_path: Path, recorder: FaultProxy) -> None:
     blocker.write_text("")
     proc = run_cli("to-wheel", "drbh/img2gray", "1.1.2", "-o", blocker / "wheels", check=False,
                    env={"HF_ENDPOINT": recorder.endpoint, "HF_HOME": str(tmp_path / "hf")})
-    assert one_error_line(proc) == f"cannot write wheels to {blocker / 'wheels'}: {blocker} is a file, not a folder"
+    assert one_error_line(proc, 2) == f"cannot write wheels to {blocker / 'wheels'}: {blocker} is a file, not a folder"
     assert recorder.log == []
     tally("output", inputs=4, faults=4, inspected=1)
 

@@ -344,6 +344,6 @@ def test_unwritable_output_is_one_line(kernel_repo: Path, tmp_path: Path) -> Non
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     proc = run_cli("to-wheel", kernel_repo, "1.1.2", "-o", blocker / "wheels", check=False)
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr  # a usage error (issue #33)
     assert proc.stderr.strip().splitlines() == [
         f"kernel-wheels: error: cannot write wheels to {blocker / 'wheels'}: {blocker} is a file, not a folder"]

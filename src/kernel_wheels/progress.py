@@ -74,6 +74,11 @@ def _nothing(_message: str) -> None:
 SILENT: Progress = _Messages(_nothing)
 
 
+def counted(count: int, singular: str, plural: str | None = None) -> str:
+    """``1 project``, ``2 projects``, ``1 try``, ``3 tries``: a count as people write it."""
+    return f"{count} {singular if count == 1 else plural or singular + 's'}"
+
+
 def as_progress(progress: Callable[[str], None] | None) -> Progress:
     """``progress`` itself when it is a :class:`Progress`; a plain callback (or None,
     which says nothing) wrapped so that its tasks are silent."""

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import data
+from ..confine import shown
 from ..errors import BuildError
-from ..kernel.metadata import KernelDependency
+from ..kernel.metadata import KernelDependency, is_repo_id
 from .flags import Kind, refused_flag
 from .tree import check_folder, package_files, tree_path
 
@@ -394,6 +395,9 @@ def read_build_toml(source_dir: Path) -> BuildConfig:
     reader.check_keys(general, "general", "[general]")
     hub = general.get("hub", {})
     reader.check_keys(hub, "general.hub", "[general.hub]")
+    if "repo-id" in hub and not is_repo_id(hub["repo-id"]):
+        raise reader.fail("[general.hub] repo-id", f"{shown(repr(hub['repo-id']))} is not a Hub "
+                          "repository id (org/name)")
     python_depends = _strings(general, "python-depends")
     _python_depends_check(reader, python_depends, None, "[general] python-depends")
     framework = _framework(reader, doc)

@@ -29,6 +29,7 @@ from pathlib import Path
 from ..confine import relative_path, shown
 from ..errors import BuildError, UnsafeNameError
 from ..network import NetworkSettings, TransferTooSlow, rate_guard
+from ..progress import counted
 
 Log = Callable[[str], None]
 #: CUTLASS's archives are 20-30 MB packed and about 150 MB unpacked
@@ -124,7 +125,7 @@ def _download(url: str, target: Path, name: str, settings: NetworkSettings) -> s
         except (httpx2.TransportError, TransferTooSlow, _RetryableStatus) as exc:
             last = exc
     raise BuildError(f"could not download {name} from {url} ({_why(last)}) after "
-                     f"{settings.retries + 1} tries")
+                     f"{counted(settings.retries + 1, 'try', 'tries')}")
 
 
 class _RetryableStatus(Exception):

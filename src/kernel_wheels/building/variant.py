@@ -129,6 +129,10 @@ def metadata(config: BuildConfig, backend: str, ext_name: str,
         meta["upstream"] = config.upstream
     if config.source:
         meta["source"] = config.source
+    if config.hub_repo_id:
+        # The Hub repository the kernel is published as: to-wheel carries it into the
+        # wheel, and local-kernels maps it for get_kernel (kernels ignores the key).
+        meta["repo-id"] = config.hub_repo_id
     meta["python-depends"] = list(config.all_python_depends(backend))
     meta["kernel-depends"] = [d.as_json() for d in config.all_kernel_depends(backend)]
     backend_info: dict[str, object] = {"type": backend}

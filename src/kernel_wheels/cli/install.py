@@ -46,8 +46,21 @@ def register(commands: Any) -> argparse.ArgumentParser:
         description="Choose the kernel wheel that fits a Python environment, as the Hub's "
                     "loader would, and install it with pip or uv with torch pinned.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
-    ins.add_argument("requirement", metavar="NAME[SPEC]",
-                     help="img2gray, img2gray==1.1.2 or 'img2gray>=1.1,<2'")
+    ins.add_argument("requirements", nargs="*", metavar="NAME[SPEC]",
+                     help="img2gray, img2gray==1.1.2 or 'img2gray>=1.1,<2' (several: each "
+                          "chosen, then all installed)")
+    ins.add_argument("-r", "--requirement", action="append", default=[], type=Path,
+                     metavar="FILE", dest="requirement_files",
+                     help="install the kernels a requirements file names, one per line "
+                          "(repeatable; pip's format: comments, -r of another file)")
+    ins.add_argument("-U", "--upgrade", action="store_true",
+                     help="pip's habit, accepted: install always takes the newest release "
+                          "with a fitting build, replacing an older one")
+    ins.add_argument("--no-deps", action="store_true",
+                     help="install the kernels only, not the Python packages they require")
+    ins.add_argument("--backend", choices=["cpu", "cuda", "rocm", "xpu", "metal"],
+                     help="choose builds for this backend instead of torch's own: cpu runs a "
+                          "CPU build on a CUDA/ROCm/XPU torch (the kernels library's backend=)")
     where = ins.add_argument_group("where to look (pip's and uv's options; default: "
                                    "their variables, then pip.conf, then PyPI)")
     where.add_argument("-i", "--index-url", metavar="URL",
@@ -92,47 +105,76 @@ def _prefix(python: Path | None) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import NoMatchingWheelError
-    from ..install.core import install
+    from ..errors import NoMatchingWheelError, UsageError
+    from ..install.core import install_many
+    from ..install.requirements import read_requirements
     from ..remote.index_settings import IndexFlags, resolve
     from ..remote.transport import index_timeout
 
     flags = IndexFlags(args.index_url, tuple(args.extra_index_url), tuple(args.find_links),
                        args.no_index, args.pre, args.cert, args.client_cert, args.keyring_provider)
+    requirements = list(args.requirements)
+    for path in args.requirement_files:
+        requirements += read_requirements(path)
+    if not requirements:
+        raise UsageError("give the kernels to install: NAME[SPEC]..., or -r FILE")
     settings = resolve(flags, prefix=_prefix(args.python))
-    result = install(args.requirement, settings, python=args.python,
-                     installer=args.installer, dry_run=args.dry_run, progress=args.progress,
-                     timeout=index_timeout(args.timeout), policy=policy(args),
-                     gpu_arch=args.gpu_arch)
-    choice = result.choice
-    environment = choice.environment
-    document = {**choice.to_dict(), "command": list(result.command),
-                "index_env": list(result.index_env), "installed": result.installed}
-    if choice.chosen is None and choice.gpu is not None and (line := choice.gpu.no_fit()):
-        error = NoMatchingWheelError(f"no wheel of {choice.project} fits: {line}")
-        error.json_details = document
-        raise error
-    if choice.chosen is None:
+    results = install_many(requirements, settings, python=args.python,
+                           installer=args.installer, dry_run=args.dry_run, progress=args.progress,
+                           timeout=index_timeout(args.timeout), backend=args.backend,
+                           no_deps=args.no_deps, policy=policy(args),
+                           gpu_arch=args.gpu_arch)
+    documents = [{**result.choice.to_dict(), "command": list(result.command),
+                  "index_env": list(result.index_env), "installed": result.installed}
+                 for result in results]
+    # One kernel: its decision is the document, as before; several: a list of them.
+    document: Any = documents[0] if len(documents) == 1 else {"kernels": documents}
+    unfit = [result.choice for result in results if result.choice.chosen is None]
+    if unfit:
+        choice = unfit[0]
+        if choice.gpu is not None and (line := choice.gpu.no_fit()):
+            error = NoMatchingWheelError(f"no wheel of {choice.project} fits: {line}")
+            error.json_details = document
+            raise error
         for decision in choice.decisions:  # the error's reasons: shown even with -q
             stderr(f"  rejected {decision.file.filename}: {decision.rejected}")
         error = NoMatchingWheelError(
-            f"no wheel of {choice.project} fits {environment.describe()}: "
-            f"{len(choice.decisions)} file(s) on the index, each rejected above")
+            f"no wheel of {choice.project} fits {choice.environment.describe()}: "
+            f"{len(choice.decisions)} file(s) on the index, each rejected above"
+            + _backend_hint(choice, args.backend) + ("; nothing was installed"
+                                                      if len(requirements) > 1 else ""))
         error.json_details = document  # one JSON document: the decision and the error
         raise error
     if args.json:
         print(json.dumps(document, indent=2))
-    else:
-        print(f"chose {choice.chosen.file.filename}")
-        for line in choice.why:
-            print(f"  why: {line}")
-        for decision in choice.decisions[1:]:
-            if decision.rejected is not None:
-                print(f"  rejected {decision.file.filename}: {decision.rejected}")
-    if result.installed:
-        args.progress(f"installed {choice.chosen.file.filename}; torch {environment.torch_version} "
-                      f"unchanged (its {result.torch_files} recorded files compared before and "
-                      "after)")
-    else:
-        args.progress("dry run: would run " + " ".join((*result.index_env, *result.command)))
+    for result in results:
+        choice = result.choice
+        assert choice.chosen is not None
+        if not args.json:
+            print(f"chose {choice.chosen.file.filename}")
+            for line in choice.why:
+                print(f"  why: {line}")
+            for decision in choice.decisions[1:]:
+                if decision.rejected is not None:
+                    print(f"  rejected {decision.file.filename}: {decision.rejected}")
+        if result.installed:
+            args.progress(f"installed {choice.chosen.file.filename}; torch "
+                          f"{choice.environment.torch_version} unchanged (its {result.torch_files} recorded "
+                          "files compared before and after)")
+        else:
+            args.progress("dry run: would run " + " ".join((*result.index_env, *result.command)))
     return 0
+
+
+def _backend_hint(choice: Any, backend: str | None) -> str:
+    """A CPU build is there but torch is built for a GPU: say how to take it."""
+    target = choice.environment.target
+    if backend is not None or target is None or target.backend == "cpu":
+        return ""
+    cpu_builds = [d for d in choice.decisions
+                  if d.wheel is not None and d.wheel.variant is not None
+                  and d.wheel.variant.backend == "cpu"]
+    if not cpu_builds:
+        return ""
+    return (f" (a CPU build is there: --backend cpu runs it on this {target.backend_tag} "
+            "torch)")

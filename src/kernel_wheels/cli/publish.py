@@ -21,8 +21,9 @@ the --repository section of ~/.pypirc (or --config-file), the URL's user part, t
 keyring (when the keyring package is installed), then a prompt on a terminal. They are
 never printed, and go only to the upload URL's origin (scheme, host, port): a file the
 index lists on another host is read without them. Files already on the index with the
-same sha256 are skipped; a different file under an existing name is refused before
-anything is uploaded. The index's Simple API (to see existing files) is found for
+same sha256 are skipped (when every file is there, nothing is uploaded and the
+credentials are neither used nor checked); a different file under an existing name is
+refused before anything is uploaded. The index's Simple API (to see existing files) is found for
 pypiserver (/simple/) and devpi (/USER/INDEX/+simple/); give --index-url for other
 servers.
 --non-interactive never prompts; --dry-run checks and compares, uploading nothing;
@@ -83,6 +84,10 @@ def run(args: argparse.Namespace) -> int:
     there = len(outcomes) - uploaded - would
     verb = f"{would} would be uploaded (dry run)" if args.dry_run else f"{uploaded} uploaded"
     args.progress(f"done: {verb}, {there} already there, to {repository.display}")
+    if outcomes and there == len(outcomes):
+        # The upload API has no way to test a login without uploading: say so, rather
+        # than let a wrong secret pass for a checked one (docs/distribution.md).
+        args.progress("nothing to upload: the credentials were not used, nor checked")
     if args.json:
         print(json.dumps({"repository": repository.display,
                           "wheels": [o.to_dict() for o in outcomes]}, indent=2))

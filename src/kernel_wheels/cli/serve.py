@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .common import add_network, add_policy, add_source, policy
+from .common import add_network, add_policy, add_source, policy, stderr
 
 # The command line stays light: the server's modules are imported when it runs.
 DEFAULT_TTL = 300.0
@@ -115,5 +115,28 @@ def run(args: argparse.Namespace) -> int:
         conversions=args.conversions, unlisted=args.unlisted, policy=policy(args))
     from ..serve.server import run_server
 
-    run_server(settings)
+    run_server(settings, started=_tell_a_person(settings))
     return 0
+
+
+def _tell_a_person(settings: Any) -> Any:
+    """On a terminal, one human line beside the JSON log: the URLs to give pip and
+    install. A log collector (stderr not a terminal) gets the JSON lines only."""
+    import sys
+
+    if not sys.stderr.isatty():
+        return None
+
+    def say(base: str) -> None:
+        local = base.replace("//0.0.0.0:", "//127.0.0.1:").replace("//[::]:", "//[::1]:")
+        names = ", ".join(k.repo_id for k in settings.kernels)
+        from packaging.utils import canonicalize_name
+
+        # A Hub repository's wheels are named after the repository (to-wheel's rule).
+        first = canonicalize_name(settings.kernels[0].repo_id.split("/", 1)[1]) \
+            if settings.kernels else "NAME"
+        stderr(f"serving {names} at {local}: kernel-wheels install {first} -i {local}simple/ ; "
+               f"pip install {first} --index-url {local}TARGET/simple/ (a machine's target, e.g. "
+               "torch213-cxx11-cpu: docs/index-scheme.md); Ctrl-C stops")
+
+    return say

@@ -56,6 +56,11 @@ def register(commands: Any) -> argparse.ArgumentParser:
                          "variant checked against the lock first (PATH: the lock file, or a "
                          "project folder holding pyproject.toml and kernels.lock); instead of "
                          "SOURCE and VERSION")
+    tw.add_argument("--pylock", metavar="FILES_URL",
+                    help="with --lock: also write pylock.<target>.toml (PEP 751) per build "
+                         "target, each wheel at FILES_URL/<wheel> with its sha256, for "
+                         "`uv pip install -r` (FILES_URL: a kernel-wheels site's "
+                         "https://HOST/files/, pypiserver's https://HOST/packages/)")
     tw.add_argument("-o", "--output-dir", type=Path, default=Path("."),
                     help="where to write the wheels (default: current folder)")
     tw.add_argument("--python-version", default="3.9",
@@ -76,6 +81,10 @@ def register(commands: Any) -> argparse.ArgumentParser:
     tw.add_argument("--variants", action="store_true",
                     help="also write each build's variant wheel (PEP 825 draft: "
                          "NAME-V-TAGS-LABEL.whl with .dist-info/variant.json; docs/variants.md)")
+    tw.add_argument("--repo-id", metavar="ORG/NAME",
+                    help="the Hub repository a folder or git source is published as (default: "
+                         "its metadata.json's repo-id, which build writes from build.toml): "
+                         "local-kernels maps the installed wheel to it for get_kernel")
     tw.add_argument("-j", "--jobs", type=positive_int, default=0,
                     help="wheels produced at once, in worker processes (default: one per CPU)")
     tw.add_argument("--json", action="store_true",
@@ -91,11 +100,19 @@ def run(args: argparse.Namespace) -> int:
     from ..convert.pipeline import ConvertOptions, to_wheels
     from ..errors import UsageError
     from ..kernel.versions import RequestKind, parse_request
+    from ..progress import counted
     from ..sources import open_source
     from ..wheel.plan import TagOptions
 
-    if args.lock is not None and (args.source or args.version or args.revision):
-        raise UsageError("--lock converts what the lock pins: give no SOURCE, VERSION or --revision")
+    if args.lock is not None and (args.source or args.version or args.revision or args.repo_id):
+        raise UsageError("--lock converts what the lock pins: give no SOURCE, VERSION, --revision "
+                         "or --repo-id")
+    if args.pylock is not None and args.lock is None:
+        raise UsageError("--pylock goes with --lock: it pins what a kernels.lock converts")
+    if args.pylock is not None:
+        from ..locked.pylock import check_files_url
+
+        args.pylock = check_files_url(args.pylock)
     if args.lock is None and not args.source:
         raise UsageError("give SOURCE (a Hub repo id, git repository or folder), or --lock PATH")
     # Every option is validated before any work; to_wheels checks the output folder before
@@ -116,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
         manylinux_auto=auto,
         variants=args.variants,
         policy=policy(args),
+        repo_id=args.repo_id,
         **({"compression": args.compression} if args.compression is not None else {}),
     )
     settings = network(args)
@@ -127,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     assert request is not None
     source = open_source(args.source, repo_type=args.repo_type, network=settings, progress=args.progress)
     result = to_wheels(source, request, options, progress=args.progress)
-    args.progress(f"done: {len(result.wheels)} wheels of {result.source} {result.version} "
+    args.progress(f"done: {counted(len(result.wheels), 'wheel')} of {result.source} {result.version} "
                   f"in {args.output_dir} ({_statuses(result.wheels)})")
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
@@ -137,14 +155,26 @@ def run(args: argparse.Namespace) -> int:
 def _run_locked(args: argparse.Namespace, options: Any, settings: Any) -> int:
     from ..locked.lockfile import read_lock
     from ..locked.pipeline import convert_locked
+    from ..progress import counted
 
     lock = read_lock(args.lock)
     args.progress(lock.describe())
     done = convert_locked(lock, options, network=settings, repo_type=args.repo_type, progress=args.progress)
-    args.progress(f"done: {len(done.wheels)} wheels of {len(done.results)} locked kernel(s) in "
+    args.progress(f"done: {counted(len(done.wheels), 'wheel')} of "
+                  f"{counted(len(done.results), 'locked kernel')} in "
                   f"{args.output_dir} ({_statuses(done.wheels)})")
+    document = done.to_dict()
+    if args.pylock is not None:
+        from ..locked.pylock import LockedWheel, write_pylocks
+
+        written = write_pylocks([LockedWheel(w.path.name, w.sha256, w.size) for w in done.wheels],
+                                done.wheels[0].path.parent if done.wheels else args.output_dir,
+                                args.pylock)
+        for path in written:
+            args.progress(f"wrote {path} (uv pip install -r {path.name})")
+        document["pylock"] = [str(path) for path in written]
     if args.json:
-        print(json.dumps(done.to_dict(), indent=2))
+        print(json.dumps(document, indent=2))
     return 0
 
 

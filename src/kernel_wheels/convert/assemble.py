@@ -97,10 +97,12 @@ def describe(kernel_name: str, variant: Variant, meta: KernelMetadata, card: str
 
 
 def provenance(revision: Revision, variant: Variant, layout: VariantLayout,
-               meta: KernelMetadata) -> dict[str, Any]:
+               meta: KernelMetadata, repo_id: str | None = None) -> dict[str, Any]:
     """The provenance record (``<dist-info>/kernel_wheels.json``). What the user typed
-    (``1.1.2`` or ``>=1.1,<2``) and where their clone lives are deliberately absent."""
-    return {
+    (``1.1.2`` or ``>=1.1,<2``) and where their clone lives are deliberately absent.
+    ``repo_id`` (a folder or git source's Hub repository) is recorded only when known, so
+    that a Hub release's wheels keep their bytes."""
+    record: dict[str, Any] = {
         "generator": f"kernel-wheels {__version__}",
         "wheel_layout": WHEEL_LAYOUT,
         "source": revision.source_url,
@@ -115,6 +117,9 @@ def provenance(revision: Revision, variant: Variant, layout: VariantLayout,
         "archs": list(meta.archs),
         "metadata_json": meta.raw or None,
     }
+    if repo_id is not None:
+        record["repo_id"] = repo_id
+    return record
 
 
 def job_members(job: WheelJob, plan: WheelPlan) -> list[Member]:

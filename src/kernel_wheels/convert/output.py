@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import OutputError, OutputExistsError
+from ..errors import OutputError, OutputExistsError, UsageError
 from ..kernel.digest import file_sha256
 
 STAGING_PREFIX = ".kernel-wheels-"
@@ -55,7 +55,8 @@ class OutputFolder:
                 break
             existing = existing.parent
         if existing.exists() and not existing.is_dir():
-            raise OutputError(f"cannot write wheels to {path}: {existing} is a file, not a folder")
+            # -o FILE: a usage error (exit 2), as for index and build (docs/cli-conformance.md)
+            raise UsageError(f"cannot write wheels to {path}: {existing} is a file, not a folder")
         if existing != path:
             try:
                 path.mkdir(parents=True, exist_ok=True)

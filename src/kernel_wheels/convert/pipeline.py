@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import InvalidVersion, Version
 
 from ..cache import read_publisher_trust, write_publisher_trust
+from ..confine import shown
 from ..errors import MetadataError, OutputExistsError, UsageError, VariantError
 from ..kernel.arrival import Arrival, ArrivalCancelled
 from ..kernel.digest import file_sha256
 from ..kernel.layout import read_layout
-from ..kernel.metadata import KernelMetadata, module_name, read_kernel_metadata
+from ..kernel.metadata import KernelMetadata, is_repo_id, module_name, read_kernel_metadata
 from ..kernel.revision import Revision
 from ..kernel.selection import VariantFilter, select_variants
 from ..kernel.variants import Variant
@@ -72,6 +73,9 @@ class ConvertOptions:
     #: What each variant's provenance must prove (docs/provenance.md); by default the
     #: kernels library's: a bundle, when there is one, must verify.
     policy: Policy = field(default_factory=Policy)
+    #: The Hub repository a folder or git source is published as (``--repo-id``; else
+    #: metadata.json's ``repo-id``): recorded so that local-kernels can map the wheel.
+    repo_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.manylinux_auto and not self.check:
@@ -82,6 +86,9 @@ class ConvertOptions:
         compression.check_level(self.compression)
         if self.dist_name is not None:
             check_distribution_name(self.dist_name)
+        if self.repo_id is not None and not is_repo_id(self.repo_id):
+            raise UsageError(f"--repo-id {shown(repr(self.repo_id))}: give a Hub repository id "
+                             "(org/name)")
         if self.version is not None:
             try:
                 Version(self.version)
@@ -319,6 +326,13 @@ class _Conversion:
             future = self.pool.submit(produce_wheel, job, self.cancel, self.slots, self.progress)
         return future
 
+    def repo_id(self, meta: KernelMetadata) -> str | None:
+        """The Hub repository to record for a folder or git source; a Hub source is its
+        own (its URL is recorded), whatever a metadata.json says."""
+        if getattr(self.source, "repo_id", None) is not None:
+            return None
+        return self.options.repo_id or meta.repo_id
+
     def _job(self, variant: Variant, fetched: FetchedVariant, meta: KernelMetadata,
              kernel_name: str, version: str) -> WheelJob:
         module = module_name(kernel_name, f"{self.source.display} (build/{variant.name})")
@@ -337,7 +351,7 @@ class _Conversion:
             # file names and bytes from to-wheel and serve; --dist-name overrides both.
             dist_name=self.options.dist_name or getattr(self.source, "distribution", None),
             described=describe(kernel_name, variant, meta, self.card, self.revision, warn),
-            provenance=provenance(self.revision, variant, layout, meta),
+            provenance=provenance(self.revision, variant, layout, meta, self.repo_id(meta)),
             files=layout.files,
             module=layout.module,
             epoch=self.epoch,
@@ -415,6 +429,9 @@ def to_wheels(source: KernelSource, request: VersionRequest,
               progress: Progress = lambda _: None) -> ConversionResult:
     """Convert the selected variants of ``source`` at ``request`` into wheels."""
     options = options or ConvertOptions()
+    if options.repo_id is not None and getattr(source, "repo_id", None) is not None:
+        raise UsageError(f"--repo-id is for a folder or git source; {source.display} is a Hub "
+                         "repository, recorded as itself")
     output = OutputFolder(options.output_dir, force=options.force)
     output.preflight()
     try:

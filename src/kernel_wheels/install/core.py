@@ -51,10 +51,10 @@ from ..remote.find_links import LocalLinks, PageLinks, open_links
 from ..remote.index_settings import IndexSettings
 from ..remote.simple_client import IndexFile, SimpleClient
 from ..remote.transport import DEFAULT_TIMEOUT
-from .environment import Environment, read_environment
+from .environment import Environment, preflight, read_environment, target_python
 from .gpu import Gpu, GpuChoice, judge_gpu, target_gpu
 from .provenance import verify_download
-from .torch_record import TorchRecord, torch_changes, torch_record
+from .torch_record import torch_changes, torch_record
 from .verify import installed_owners, refuse_foreign_names, verify_wheel
 
 Place = SimpleClient | LocalLinks | PageLinks
@@ -412,8 +412,9 @@ def _no_project(place: Place, project: str) -> str:
     return message
 
 
-def _read_choice(places: Sequence[Place], requirement: Requirement, environment: Environment,
-                 say: Progress, pre: bool, gpu: Gpu | None = None) -> tuple[Choice, dict[str, Place]]:
+def _read_files(places: Sequence[Place], requirement: Requirement,
+                say: Progress) -> tuple[list[IndexFile], dict[str, Place]]:
+    """Every file the places list for the requirement's project, and where each is."""
     files: list[IndexFile] = []
     where: dict[str, Place] = {}
     project = canonicalize_name(requirement.name)
@@ -430,7 +431,7 @@ def _read_choice(places: Sequence[Place], requirement: Requirement, environment:
     if not files:
         names = [_no_project(place, project) for place in places]
         raise NoMatchingWheelError("; ".join(names))
-    return choose(requirement, files, environment, pre, gpu), where
+    return files, where
 
 
 def _constraints(folder: Path, environment: Environment) -> Path:
@@ -453,84 +454,153 @@ def _open_places(settings: IndexSettings, timeout: float) -> list[Place]:
     return places
 
 
-def install(requirement_text: str, settings: IndexSettings, *, python: Path | None = None,
-            installer: str = "pip", dry_run: bool = False,
-            progress: Progress | None = None, timeout: float = DEFAULT_TIMEOUT,
-            policy: Policy | None = None, gpu_arch: str | None = None) -> InstallResult:
-    """``policy``: what the chosen wheel's provenance must prove before it is installed
-    (default: the kernels library's; docs/provenance.md)."""
+def parse_requirements(texts: Sequence[str]) -> list[Requirement]:
+    """Each kernel asked for, once; a name given twice is a usage error (pip's rule)."""
+    requirements = [parse_requirement(text) for text in texts]
+    if not requirements:
+        raise UsageError("give the kernels to install: NAME[SPEC]..., or -r FILE")
+    seen: dict[str, str] = {}
+    for requirement, text in zip(requirements, texts, strict=True):
+        name = canonicalize_name(requirement.name)
+        if name in seen:
+            raise UsageError(f"{name} is asked for twice ('{seen[name]}' and '{text}'): give it once")
+        seen[name] = text
+    return requirements
+
+
+def _no_torch_early(python: Path, given: bool) -> str:
+    which = "--python" if given else "the Python install runs for (--python)"
+    return (f"no torch in {python}: install the torch you want first, or give {which} the "
+            "Python that has it; kernel wheels are chosen for it and never change it")
+
+
+def install(requirement_text: str, settings: IndexSettings, **options: Any) -> InstallResult:
+    """One kernel: :func:`install_many` of one requirement."""
+    return install_many([requirement_text], settings, **options)[0]
+
+
+def install_many(requirement_texts: Sequence[str], settings: IndexSettings, *,
+                 python: Path | None = None, installer: str = "pip", dry_run: bool = False,
+                 progress: Progress | None = None, timeout: float = DEFAULT_TIMEOUT,
+                 backend: str | None = None, no_deps: bool = False,
+                 policy: Policy | None = None, gpu_arch: str | None = None) -> list[InstallResult]:
+    """Choose a wheel for each requirement, then install them all (or, when one has no
+    fitting wheel, none: its result has no choice and nothing was installed).
+
+    What costs nothing is checked first, in this order: the requirements' syntax, the
+    installer, that the target Python exists and has torch (and pip) installed, then the
+    indexes (reachable, credentials accepted, the projects there); only then is torch
+    imported in the target Python, which takes seconds to minutes."""
     say = as_progress(progress)
     if installer not in INSTALLERS:
         raise UsageError(f"--installer must be one of {', '.join(INSTALLERS)}")
-    requirement = parse_requirement(requirement_text)
-    say("reading the environment" + (f" of {python}" if python else ""))
-    environment = read_environment(python)
-    say(f"environment: {environment.describe()} ({environment.python})")
-    if environment.target is None:
-        raise EnvironmentProbeError(_no_torch(environment))
-    gpu = target_gpu(gpu_arch, environment)
+    requirements = parse_requirements(requirement_texts)
+    if installer == "uv":
+        _uv()  # uv missing: a usage error now, not after the probe
+    target = target_python(python)
+    early = preflight(target)
+    if early.torch_version is None:
+        raise EnvironmentProbeError(_no_torch_early(target, python is not None))
+    if installer == "pip" and not early.has_pip and not dry_run:
+        raise DistributionError(f"there is no pip in {target}: use --installer uv (or run "
+                                f"{target} -m ensurepip)")
     say.detail(f"index from {settings.index_origin}")
     places = _open_places(settings, timeout)
     secrets = tuple(s for place in places for s in place.secrets)
-    torch_before: TorchRecord | None = None
     try:
+        listed = [_read_files(places, requirement, say) for requirement in requirements]
+        say(f"reading the environment of {target}")
+        environment = read_environment(target)
+        say(f"environment: {environment.describe()} ({environment.python})")
+        if environment.target is None:
+            raise EnvironmentProbeError(_no_torch(environment))
+        gpu = target_gpu(gpu_arch, environment)
+        chosen_on = environment.on_backend(backend)
+        if chosen_on is not environment:
+            say(f"--backend {backend}: choosing builds for {chosen_on.target_key}")
+        choices = [(choose(requirement, files, chosen_on, settings.pre, gpu), where)
+                   for requirement, (files, where) in zip(requirements, listed, strict=True)]
+        unfit = [choice for choice, _ in choices if choice.chosen is None]
+        if unfit:
+            return [InstallResult(choice, (), False) for choice in unfit]
         with tempfile.TemporaryDirectory(prefix="kernel-wheels-install-") as scratch:
-            choice, where = _read_choice(places, requirement, environment, say, settings.pre, gpu)
-            if choice.chosen is None:
-                return InstallResult(choice, (), False)
-            chosen = choice.chosen.file
-            place = where[chosen.url]
-            links = Path(scratch) / "links"
-            links.mkdir()
-            wheel = download_path(place, chosen, links)
-            assert choice.chosen.wheel is not None
-            pinned = f"{choice.project}=={choice.chosen.wheel.version}"
-            constraints = _constraints(Path(scratch), environment)
-            command = installer_command(installer, environment, pinned, links, constraints)
-            shown_env = tuple(f"{name}={_shown(value, secrets)}" for name, value in
-                              index_environment(installer, settings).items())
-            if dry_run:
-                return InstallResult(choice, tuple(command), False, shown_env)
-            say(f"downloading {chosen.filename} from {place.show(chosen.url)}")
-            download(place, chosen, wheel, say)
-            torch_before = _verified(wheel, chosen.filename, place, choice.project, environment)
-            verify_download(wheel, policy or Policy())
-            dependencies = [d for d in wheel_dependencies(wheel)
-                            if canonicalize_name(Requirement(d).name) != "torch"]
-            if dependencies:
-                say(f"installing what {pinned} requires with {installer}: {', '.join(dependencies)}")
-                _run_installer(dependencies_command(installer, environment, dependencies,
-                                                    constraints),
-                               _child_environment(installer, settings), installer, secrets, say)
-            say(f"installing {pinned} with {installer} (torch=={environment.torch_version} "
-                "pinned)")
-            local_only = IndexSettings((), (), settings.pre)
-            _run_installer(command, _child_environment(installer, local_only), installer,
-                           secrets, say)
-    except DistributionError as failed:
-        # An installer that failed may have run a dependency that wrote into torch/.
-        if torch_before is not None and (
-                changed := torch_changes(torch_before, torch_record(environment.python))):
-            raise DistributionError(f"{failed.message}; and {changed}") from None
-        raise
+            return _install_chosen(choices, environment, Path(scratch), settings, installer,
+                                   dry_run, no_deps, secrets, say, policy or Policy())
     finally:
         for place in places:
             place.close()
-    assert torch_before is not None  # set before any installer ran
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """One chosen kernel on its way in: where its file is, where it goes, the argv."""
+
+    choice: Choice
+    place: Place
+    file: IndexFile
+    wheel: Path
+    pinned: str
+    command: tuple[str, ...]
+
+
+def _install_chosen(choices: Sequence[tuple[Choice, dict[str, Place]]], environment: Environment,
+                    scratch: Path, settings: IndexSettings, installer: str, dry_run: bool,
+                    no_deps: bool, secrets: Sequence[str], say: Progress,
+                    policy: Policy) -> list[InstallResult]:
+    """Download every chosen file (sha256 checked) and verify it (``check``'s rules, the
+    names other distributions own, its provenance under ``policy``) before any installer
+    runs; then install every kernel's dependencies, then the kernels, torch pinned; torch's
+    recorded files measured before and after."""
+    constraints = _constraints(scratch, environment)
+    shown_env = tuple(f"{name}={_shown(value, secrets)}" for name, value in
+                      index_environment(installer, settings).items())
+    planned = []
+    for index, (choice, where) in enumerate(choices):
+        assert choice.chosen is not None and choice.chosen.wheel is not None
+        file = choice.chosen.file
+        links = scratch / f"links-{index}"
+        links.mkdir()
+        pinned = f"{choice.project}=={choice.chosen.wheel.version}"
+        command = installer_command(installer, environment, pinned, links, constraints)
+        place = where[file.url]
+        planned.append(_Planned(choice, place, file, download_path(place, file, links), pinned,
+                                tuple(command)))
+    if dry_run:
+        return [InstallResult(p.choice, p.command, False, shown_env) for p in planned]
+    for p in planned:
+        say(f"downloading {p.file.filename} from {p.place.show(p.file.url)}")
+        download(p.place, p.file, p.wheel, say)
+        verify_wheel(p.wheel, p.file.filename, p.place.display)
+        refuse_foreign_names(p.wheel, p.file.filename, p.choice.project,
+                             installed_owners(environment.python), environment.python)
+        verify_download(p.wheel, policy)
+    torch_before = torch_record(environment.python)
+    if torch_before is None:
+        raise EnvironmentProbeError(_no_torch(environment))
+    try:
+        # Every kernel's dependencies first: one that cannot be had leaves no kernel installed.
+        for p in planned:
+            dependencies = [d for d in wheel_dependencies(p.wheel)
+                            if canonicalize_name(Requirement(d).name) != "torch"]
+            if dependencies and no_deps:
+                say(f"--no-deps: not installing what {p.pinned} requires: {', '.join(dependencies)}")
+            elif dependencies:
+                say(f"installing what {p.pinned} requires with {installer}: {', '.join(dependencies)}")
+                _run_installer(dependencies_command(installer, environment, dependencies,
+                                                    constraints),
+                               _child_environment(installer, settings), installer, secrets, say)
+        local_only = IndexSettings((), (), settings.pre)
+        for p in planned:
+            say(f"installing {p.pinned} with {installer} (torch=={environment.torch_version} pinned)")
+            _run_installer(list(p.command), _child_environment(installer, local_only), installer,
+                           secrets, say)
+    except DistributionError as failed:
+        # An installer that failed may have run a dependency that wrote into torch/.
+        if changed := torch_changes(torch_before, torch_record(environment.python)):
+            raise DistributionError(f"{failed.message}; and {changed}") from None
+        raise
     changed = torch_changes(torch_before, torch_record(environment.python))
     if changed is not None:
         raise DistributionError(changed)
-    return InstallResult(choice, tuple(command), True, shown_env, len(torch_before.files))
-
-
-def _verified(wheel: Path, filename: str, place: Place, project: str,
-              environment: Environment) -> TorchRecord:
-    """Before any installer runs: the file passes ``check``, writes into no name another
-    installed distribution owns; then torch's files as they are (to measure after)."""
-    verify_wheel(wheel, filename, place.display)
-    refuse_foreign_names(wheel, filename, project, installed_owners(environment.python),
-                         environment.python)
-    before = torch_record(environment.python)
-    if before is None:
-        raise EnvironmentProbeError(_no_torch(environment))
-    return before
+    return [InstallResult(p.choice, p.command, True, shown_env, len(torch_before.files))
+            for p in planned]

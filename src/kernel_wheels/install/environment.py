@@ -16,14 +16,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import packaging
 from packaging.version import InvalidVersion, Version
 
-from ..errors import EnvironmentProbeError
+from ..errors import EnvironmentProbeError, UsageError
 from ..index.targets import Target, parse_target_key
 
 # Runs inside the target interpreter: standard library only, plus torch when present
@@ -126,6 +126,20 @@ class Environment:
         release = Version(self.tvm_ffi_version).release
         return release[0], (release[1] if len(release) > 1 else 0)
 
+    def on_backend(self, backend: str | None) -> Environment:
+        """This environment as a kernel for ``backend`` sees it (``install --backend``,
+        the ``kernels`` library's ``backend=``): a CPU build runs on any torch, so ``cpu``
+        is always there; another backend only where torch is built for it."""
+        if backend is None or self.target is None or backend == self.target.backend:
+            return self
+        if backend != "cpu":
+            also = "" if self.target.backend == "cpu" else f" or {self.target.backend}"
+            raise UsageError(f"--backend {backend}: torch {self.torch_version} is built for "
+                             f"{self.target.backend_tag}, so a {backend} build cannot run on it; "
+                             f"give --backend cpu{also}, or --python with a torch built for "
+                             f"{backend}")
+        return replace(self, cuda=None, hip=None, xpu=None, mps=False)
+
     def describe(self) -> str:
         if self.torch_version is None:
             torch = "no torch"
@@ -216,14 +230,53 @@ def default_python() -> Path:
     return Path(sys.executable)
 
 
+def target_python(python: Path | None = None) -> Path:
+    """``python`` (``--python``) as an absolute path, or :func:`default_python`; a given
+    one that does not exist is a usage error."""
+    if python is None:
+        return default_python().absolute()
+    # The probes run in a scratch folder: a relative path must not be read from there.
+    found = shutil.which(str(python)) if len(python.parts) == 1 else None
+    resolved = Path(found) if found else python.absolute()
+    if not resolved.is_file():
+        raise UsageError(f"--python {python}: there is no Python interpreter there")
+    return resolved
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What the target Python says without importing anything heavy (milliseconds,
+    where importing torch takes seconds to minutes on a loaded machine)."""
+
+    python: str
+    torch_version: str | None
+    has_pip: bool
+
+
+PREFLIGHT = r"""
+import importlib.metadata, importlib.util, json, sys
+try:
+    torch = importlib.metadata.version("torch")
+except importlib.metadata.PackageNotFoundError:
+    torch = None
+print(json.dumps({"python": sys.executable, "torch": torch,
+                  "pip": importlib.util.find_spec("pip") is not None}))
+"""
+
+
+def preflight(python: Path, timeout: float = 60) -> Preflight:
+    """Whether ``python`` runs, has torch installed and has pip, in one quick probe."""
+    with tempfile.TemporaryDirectory(prefix="kernel-wheels-probe-") as scratch:
+        facts = run_probe(python, PREFLIGHT, "run", timeout, cwd=Path(scratch))
+    try:
+        return Preflight(str(facts["python"]), facts["torch"], bool(facts["pip"]))
+    except (KeyError, TypeError):
+        raise EnvironmentProbeError(f"unexpected answer from the Python at {python}") from None
+
+
 def read_environment(python: Path | None = None, timeout: float = 120) -> Environment:
     """Run the probe in ``python`` (default: :func:`default_python`)."""
-    python = python or default_python()
-    # The probe runs in a scratch folder: a relative path must not be read from there.
-    found = shutil.which(str(python)) if len(python.parts) == 1 else None
-    python = Path(found) if found else python.absolute()
-    if not python.exists():
-        raise EnvironmentProbeError(f"no Python interpreter at {python}")
+    python = target_python(python)
     with tempfile.TemporaryDirectory(prefix="kernel-wheels-probe-") as scratch:
         # Our packaging, alone in a folder, for an interpreter that has none; the probe
         # runs in that folder so that nothing in the user's working folder shadows torch.

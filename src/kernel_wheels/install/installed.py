@@ -20,7 +20,8 @@ from typing import Any
 
 from ..confine import inside, shown
 from ..errors import DistributionError, EnvironmentProbeError, UnsafeNameError
-from .environment import default_python, run_probe
+from ..kernel.metadata import is_repo_id
+from .environment import run_probe, target_python
 
 #: What the target Python runs: every distribution whose dist-info holds a provenance
 #: record, with that record and where its files are.
@@ -71,11 +72,15 @@ def _kernel(row: Any) -> InstalledKernel | None:
     if record.get("wheel_layout") != 2 or not isinstance(folder, str):
         return None  # kernel-wheels 0.1 moved the kernel's files: nothing for kernels to load
     match = _HUB_REPO.fullmatch(str(record.get("source") or ""))
-    path = _own_folder(row, folder, match[1] if match else None)
+    # A folder or git source's Hub repository (to-wheel --repo-id, or the repo-id that
+    # build records from build.toml); a Hub source's own URL comes first.
+    repo_id = match[1] if match else record.get("repo_id") if is_repo_id(record.get("repo_id")) \
+        else None
+    path = _own_folder(row, folder, repo_id)
     if not (path / "metadata.json").is_file():
         return None  # without metadata.json, kernels cannot load a folder
     variant = record.get("variant", {}).get("name") if isinstance(record.get("variant"), dict) else None
-    return InstalledKernel(str(row.get("name")), str(row.get("version")), match[1] if match else None,
+    return InstalledKernel(str(row.get("name")), str(row.get("version")), repo_id,
                            record.get("commit"), str(variant or folder.rsplit("/", 1)[-1]), path)
 
 
@@ -117,7 +122,7 @@ def _refuse_two_claims(kernels: list[InstalledKernel]) -> None:
 def installed_kernels(python: Path | None = None, timeout: float = 120) -> list[InstalledKernel]:
     """The kernel wheels installed in ``python`` (default: the activated venv's, else the
     one running kernel-wheels), sorted by distribution name."""
-    python = python or default_python()
+    python = target_python(python)
     rows = run_probe(python, PROBE, "list what is installed in", timeout)
     if not isinstance(rows, list):
         raise EnvironmentProbeError(f"unexpected answer from the Python at {python}")

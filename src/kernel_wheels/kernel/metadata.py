@@ -18,6 +18,12 @@ from ..errors import MetadataError
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 
 
+def is_repo_id(text: object) -> bool:
+    """A Hub repository id (``org/name``): what may go into LOCAL_KERNELS, whose
+    separators (``=``, ``:``) it cannot hold."""
+    return isinstance(text, str) and _REPO_ID.fullmatch(text) is not None
+
+
 @dataclass(frozen=True)
 class KernelDependency:
     """Another kernel a variant loads (the ``kernels`` library's ``kernel-depends``):
@@ -53,6 +59,9 @@ class KernelDependency:
 class KernelMetadata:
     name: str | None = None
     id: str | None = None
+    #: The Hub repository the kernel is published as (build.toml's ``[general.hub]
+    #: repo-id``, which ``kernel-wheels build`` records): what ``get_kernel`` is asked for.
+    repo_id: str | None = None
     version: int | None = None
     license: str | None = None
     upstream: str | None = None
@@ -108,11 +117,16 @@ def read_kernel_metadata(path: Path | None) -> KernelMetadata:
     if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
         raise MetadataError(f"{where}: 'digest.files' must be an object of file: sha256 strings")
     version = typed("version", int, "an integer (the major version)")
+    repo_id = typed("repo-id", str, "a string")
+    if repo_id is not None and not is_repo_id(repo_id):
+        raise MetadataError(f"{where}: 'repo-id' {shown(repr(repo_id))} is not a Hub repository "
+                            "id (org/name)")
     if version is not None and version < 0:
         raise MetadataError(f"{where}: 'version' {version} is not a major version (0 or more)")
     return KernelMetadata(
         name=name or None,
         id=typed("id", str, "a string") or None,
+        repo_id=repo_id or None,
         version=version,
         license=typed("license", str, "a string") or None,
         upstream=typed("upstream", str, "a string") or None,

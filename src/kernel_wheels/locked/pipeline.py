@@ -25,6 +25,7 @@ from ..errors import LockError, OutputExistsError
 from ..kernel.selection import select_variants
 from ..kernel.versions import RequestKind, VersionRequest
 from ..network import NetworkSettings
+from ..progress import Task, Unit, as_progress
 from ..sources.hub import HubSource
 from .lockfile import KernelsLock, LockedKernel
 
@@ -95,8 +96,28 @@ def _convert(lock: KernelsLock, options: ConvertOptions, output: OutputFolder,
         for index, (kernel, source) in enumerate(sources):
             folder = staging / f"{index:03d}"
             converted.append(to_wheels(source, _request(kernel),
-                                       replace(options, output_dir=folder, force=False), progress))
+                                       replace(options, output_dir=folder, force=False),
+                                       _Staging(progress)))
         return LockedConversion(lock.path, tuple(_place(converted, output, progress)))
+
+
+class _Staging:
+    """The progress of one kernel's conversion into the staging folder: a wheel is named
+    once, when every locked kernel's wheels are placed (:func:`_place`), not also when it
+    reaches the staging folder."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = as_progress(progress)
+
+    def __call__(self, message: str) -> None:
+        if not message.startswith("☸ "):
+            self.progress(message)
+
+    def detail(self, message: str) -> None:
+        self.progress.detail(message)
+
+    def task(self, description: str, total: int | None = None, unit: Unit = "it") -> Task:
+        return self.progress.task(description, total, unit)
 
 
 def _place(converted: list[ConversionResult], output: OutputFolder,

@@ -155,7 +155,12 @@ def organisation_repos(org: str, network: NetworkSettings | None = None,
                 not_offered.append(f"{kind} listing: HTTP {status}")
                 continue
             raise SourceError(f"{where} failed: HTTP {status}") from None
-        except (OSError, ValueError, httpx2.HTTPError) as exc:  # no answer, or no JSON
+        except ValueError:  # an answer that is no JSON: a server without the listing API
+            raise SourceError(f"{where} is not offered there: {endpoint} answered "
+                              f"/api/{kind}s?author={org} with something that is not a JSON "
+                              "listing (a Hub mirror may not list organisations): name the "
+                              "repositories instead (REPO ...)") from None
+        except (OSError, httpx2.HTTPError) as exc:  # no answer
             reason = one_line(str(exc) or type(exc).__name__, limit=160)
             raise SourceError(f"{where} failed: {reason}") from None
     if len(not_offered) == 2:

@@ -228,6 +228,33 @@ class S3Destination:
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
 
+    def check(self) -> None:
+        """The bucket is there and the credentials reach it (one HEAD request)."""
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+        endpoint = os.environ.get("AWS_ENDPOINT_URL") or "AWS S3"
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except NoCredentialsError:
+            raise UsageError(f"{self.description}: no AWS credentials: set AWS_ACCESS_KEY_ID and "
+                             "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), and AWS_ENDPOINT_URL for a "
+                             "store other than AWS S3") from None
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code in ("404", "NoSuchBucket"):
+                raise DistributionError(f"{self.description}: no such bucket {self.bucket} at "
+                                        f"{endpoint} (NoSuchBucket): create it, or check the "
+                                        "name and AWS_ENDPOINT_URL") from None
+            if code in ("403", "401", "AccessDenied", "InvalidAccessKeyId",
+                        "SignatureDoesNotMatch"):
+                raise DistributionError(f"{self.description}: {endpoint} refused the credentials "
+                                        f"(HTTP {code}): check AWS_ACCESS_KEY_ID and "
+                                        "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)") from None
+            raise self._failed("checking the bucket", "", exc) from None
+        except BotoCoreError as exc:  # no answer from the endpoint, a bad region...
+            raise DistributionError(f"{self.description}: cannot reach {endpoint} ({exc}): "
+                                    "check AWS_ENDPOINT_URL and the network") from None
+
     def _failed(self, what: str, key: str, exc: Exception) -> DistributionError:
         """One line: the store's error code and message (its text, so escaped, cut and
         without the secret key), or the transport's reason (a timeout, a refusal)."""
@@ -380,7 +407,9 @@ def open_destination(spec: str, option: str = "--to",
             raise UsageError(f"{option} {spec}: give s3://BUCKET/PREFIX (a bucket name of 3 to 63 "
                              "lower-case letters, digits, dots and dashes)")
         network = network or NetworkSettings.from_environment()
-        return S3Destination(bucket, prefix, _s3_client(network), network)
+        destination = S3Destination(bucket, prefix, _s3_client(network), network)
+        destination.check()  # before any listing: a wrong bucket or secret fails in seconds
+        return destination
     if split.scheme:
         raise UsageError(f"{option} {spec}: give a folder, s3://BUCKET/PREFIX or an http(s):// "
                          "index server URL")

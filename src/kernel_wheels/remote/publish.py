@@ -37,6 +37,7 @@ from ..errors import (
 )
 from ..index.wheelfacts import Inspection, collect_wheels, inspect_wheel
 from ..progress import Progress, Task, as_progress
+from ..wheel.variant_label import split_variant_label
 from .credentials import Repository
 from .simple_client import IndexFile, SimpleClient
 from .transport import DEFAULT_TIMEOUT, IndexHttp, Pace, Tls
@@ -218,6 +219,19 @@ def _plan(reader: SimpleClient, inspections: Sequence[Inspection]) -> list[tuple
     return plan
 
 
+def _refuse_variant_wheels(wheels: Sequence[Path]) -> None:
+    """Index servers know no variant wheels (PEP 825 is a draft): their sixth name part
+    is not a valid wheel name to them, so such a file is refused before anything is
+    uploaded rather than half a release going up."""
+    labelled = [path.name for path in wheels if split_variant_label(path.name)[1] is not None]
+    if labelled:
+        more = f" and {len(labelled) - 1} more" if len(labelled) > 1 else ""
+        raise UsageError(
+            f"{labelled[0]}{more}: a variant wheel (to-wheel --variants); index servers take "
+            "only the plain wheels: give those (their versions have a '+': DIR/*+*.whl), "
+            "and serve both with 'kernel-wheels index'; nothing was uploaded")
+
+
 def publish(paths: Sequence[Path], repository: Repository, *, index_url: str | None = None,
             progress: Progress | None = None, timeout: float = DEFAULT_TIMEOUT,
             dry_run: bool = False, tls: Tls | None = None) -> list[PublishOutcome]:
@@ -230,6 +244,7 @@ def publish(paths: Sequence[Path], repository: Repository, *, index_url: str | N
     wheels = collect_wheels(paths)
     if not wheels:
         raise UsageError("no wheels to publish")
+    _refuse_variant_wheels(wheels)
     # The index first: a server that is down or a wrong URL fails before minutes of checks.
     simple_url = index_url or find_simple_api(repository, timeout, tls)
     say(f"checking {len(wheels)} wheel(s)")

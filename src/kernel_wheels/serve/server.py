@@ -24,7 +24,7 @@ import os
 import resource
 import signal
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp
@@ -111,7 +111,10 @@ def _check_kernels(settings: ServeSettings, events: EventLog) -> None:
                      "then says degraded)")
 
 
-def run_server(settings: ServeSettings, events: EventLog | None = None) -> None:
+def run_server(settings: ServeSettings, events: EventLog | None = None,
+               started: Callable[[str], None] | None = None) -> None:
+    """Serve until stopped; ``started`` is called with the index's base URL once the
+    kernels are listed and the socket listens (the CLI tells a person at a terminal)."""
     import uvicorn
 
     events = events or EventLog()
@@ -131,6 +134,8 @@ def run_server(settings: ServeSettings, events: EventLog | None = None) -> None:
                  idle_timeout=settings.idle_timeout, conversions=settings.conversions,
                  authentication="htpasswd file" if settings.auth_file else
                  "htpasswd from the environment" if os.environ.get(HTPASSWD_VARIABLE) else "off")
+    if started is not None:
+        started(f"http://{host}:{settings.port}/")
     try:
         with _signals_end_quietly():
             if settings.workers == 1:

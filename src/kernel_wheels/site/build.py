@@ -42,7 +42,7 @@ from ..index.targets import parse_kernel_wheel, parse_target_key, targets_of
 from ..index.wheelfacts import Inspection, WheelFacts, collect_wheels, inspect_wheel
 from ..kernel.digest import file_sha256
 from ..processes import die_with_parent
-from ..progress import SILENT_TASK, Task, as_progress
+from ..progress import SILENT_TASK, Task, as_progress, counted
 from ..provenance import Policy
 from ..wheel.variant_label import split_variant_label
 from .atomic import SiteLock, Staging
@@ -345,8 +345,9 @@ def _build_locked(site: Path, wheel_paths: Sequence[Path], wanted_targets: set[s
 
     added = tuple(sorted(p.name for p in new_paths))
     say(f"{site}: {len(added)} wheel(s) added, {len(present)} already there; "
-        f"{len(facts)} wheels, {len(state.projects)} projects, {len(all_targets)} target "
-        f"indexes; {writer.written} pages written, {writer.unchanged} unchanged")
+        f"{counted(len(facts), 'wheel')}, {counted(len(state.projects), 'project')}, "
+        f"{counted(len(all_targets), 'target index', 'target indexes')}; "
+        f"{counted(writer.written, 'page')} written, {writer.unchanged} unchanged")
     return SiteResult(site, added, tuple(sorted(present)), len(facts), len(state.projects),
                       tuple(sorted(all_targets)), writer.written, writer.unchanged)
 

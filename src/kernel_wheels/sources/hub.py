@@ -52,7 +52,7 @@ from ..network import (
     origin,
     retry_after_seconds,
 )
-from ..progress import SILENT_TASK, Task, as_progress
+from ..progress import SILENT_TASK, Task, as_progress, counted
 from ..redaction import one_line, strip_userinfo
 from . import FetchedVariant, hub_answers
 from .hub_files import HubCacheRepo, RemoteFile, TransferMismatch, variant_lock_hash
@@ -311,9 +311,9 @@ class HubSource:
                     raise
                 failure = _reason(exc)
             if attempt == tries:
-                raise NetworkError(f"{what}: no usable answer from {self.shown_endpoint} after {tries} "
-                                   f"tries ({failure}); the timeout is {self.network.timeout:g} s "
-                                   "(--timeout, KERNEL_WHEELS_TIMEOUT)") from None
+                raise NetworkError(f"{what}: no usable answer from {self.shown_endpoint} after "
+                                   f"{counted(tries, 'try', 'tries')} ({failure}); the timeout is "
+                                   f"{self.network.timeout:g} s (--timeout, KERNEL_WHEELS_TIMEOUT)") from None
             delay = self.network.delay(attempt, retry_after)
             self.progress(f"warning: {what}: {failure}; trying again in {delay:g} s "
                           f"({attempt}/{tries - 1})")
