@@ -24,11 +24,12 @@ UV = shutil.which("uv", path=str(Path(sys.executable).parent)) or "uv"
 
 
 def run_cli(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None,
-            check: bool = True, prefix: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+            check: bool = True, prefix: list[str] | None = None,
+            timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """Run ``kernel-wheels`` as a user would (a new process)."""
     cmd = [*(prefix or []), sys.executable, "-m", "kernel_wheels", *map(str, args)]
     proc = subprocess.run(cmd, cwd=cwd, env={**os.environ, **(env or {})},
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
