@@ -280,3 +280,34 @@ def hub_env(olah: Olah, tmp_path: Path) -> dict[str, str]:
     """A fresh HF cache and kernel-wheels cache per test, pointed at olah."""
     return {"HF_ENDPOINT": olah.endpoint, "HF_HOME": str(tmp_path / "hf-home"),
             "KERNEL_WHEELS_CACHE": str(tmp_path / "kw-cache"), "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+
+
+#: What a test run itself leaves in the repository (pytest, hypothesis, the linters).
+_RUNNER_FILES = {".pytest_cache", ".hypothesis", "__pycache__", ".mypy_cache", ".ruff_cache", ".coverage"}
+
+
+def _repo_listing() -> set[str]:
+    """The repository's top level and the sample kernel's tree: where a run started in the
+    repository (run_cli's default folder) or building the sample would write by mistake."""
+    names = {n for n in os.listdir(ROOT) if n not in _RUNNER_FILES and not n.startswith(".coverage")}
+    names |= {str(p.relative_to(ROOT)) for p in SAMPLE.rglob("*") if "__pycache__" not in p.parts}
+    return names
+
+
+@pytest.fixture(autouse=True)
+def _nothing_written_outside(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Issue #30: every CLI run of a test gets a HOME of its own (support.helpers.run_cli
+    reads KW_TEST_HOME; the XDG cache, config and data folders stay the user's, so caches
+    and pip's configuration work as before). After the test nothing may be in that HOME
+    (the tool writes only into the folders it is given and its caches), and nothing new
+    in the repository's top level or the sample kernel's tree. Cheap: a folder made and
+    two listings per test."""
+    home = tmp_path_factory.mktemp("home")
+    before = _repo_listing()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KW_TEST_HOME", str(home))
+        yield
+    written = sorted(str(p.relative_to(home)) for p in home.rglob("*"))
+    assert not written, f"written into HOME (outside the tool's folders): {written[:10]}"
+    new = sorted(_repo_listing() - before)
+    assert not new, f"written into the repository: {new[:10]}"

@@ -168,13 +168,17 @@ def test_a_build_toml_of_the_wrong_shape_is_one_line(world: Path, build_toml: st
     nothing_outside(world, "src")
 
 
-@pytest.mark.parametrize("command", [
+_TIMEOUT_CASES = [(command, "1e308") for command in (
     ["versions", "drbh/img2gray"],
     ["to-wheel", "drbh/img2gray", "1.0.0", "-o", "out"],
     ["publish", "x.whl", "--repository-url", "http://127.0.0.1:9/"],
     ["install", "img2gray", "--index-url", "http://127.0.0.1:9/simple"],
-], ids=["versions", "to-wheel", "publish", "install"])
-@pytest.mark.parametrize("value", ["1e308", "nan", "inf", "-1", "0"])
+)] + [(["install", "img2gray", "--index-url", "http://127.0.0.1:9/simple"], value)
+      for value in ("nan", "inf", "-1", "0")]  # to-wheel's: tests/test_reliability_cli.py
+
+
+@pytest.mark.parametrize(("command", "value"), _TIMEOUT_CASES,
+                         ids=[f"{c[0]}-{v}" for c, v in _TIMEOUT_CASES])
 def test_a_timeout_that_is_no_usable_number_of_seconds_is_a_usage_error(world: Path, command: list[str],
                                                                          value: str) -> None:
     """``--timeout 1e308`` passed the check and overflowed the socket's timeout at the
@@ -639,3 +643,38 @@ def test_cli_build_on_generated_build_toml(text: str) -> None:
 def _tally() -> Iterator[None]:
     yield
     print(f"hostile-input harness calls: {CALLS}")
+
+
+# -- the suite-wide guards can fail ----------------------------------------------------------
+def test_a_printed_canary_fails_the_run(world: Path) -> None:
+    """run_cli is the funnel of every CLI test: a canary value in the output fails it (here
+    the tool echoes its argument back in its error line, as it should for a folder name)."""
+    from support.helpers import CANARIES
+
+    with pytest.raises(AssertionError, match="the value of KW_CANARY_SECRET was printed"):
+        run_cli("to-wheel", CANARIES["KW_CANARY_SECRET"], "1.0.0", "-o", world / "out", check=False)
+
+
+def test_a_canary_in_a_childs_argv_fails_the_run(world: Path) -> None:
+    """The audit hook sees the argv of every child: here install starts the target Python
+    at a path holding a canary (the path is the test's, a secret in argv all the same)."""
+    from support.helpers import CANARIES
+
+    folder = world / CANARIES["KW_CANARY_SECRET"]
+    folder.mkdir()
+    python = folder / "python"
+    python.write_text("#!/bin/sh\nexit 3\n")
+    python.chmod(0o755)
+    with pytest.raises(AssertionError, match="a secret in the argv of"):
+        run_cli("install", "img2gray", "--python", python, "--index-url", "http://127.0.0.1:9/simple",
+                cwd=world, env={"KW_CANARY_SECRET": CANARIES["KW_CANARY_SECRET"]}, check=False)
+
+
+def test_the_canaries_reach_the_tool(world: Path) -> None:
+    """Set in every run unless the test gives its own: a child of the tool that prints its
+    environment shows them (so a leak would be seen)."""
+    from support.helpers import CANARIES, cli_secrets
+
+    assert set(cli_secrets({**CANARIES})) == set(CANARIES.values())
+    assert cli_secrets({"HF_TOKEN": "short"}) == []  # "p", "x": too common to look for
+    assert cli_secrets({"TWINE_PASSWORD": "s3cr3t-value"}) == ["s3cr3t-value"]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import random
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 import zipfile
@@ -23,13 +25,63 @@ SAMPLE = ROOT / "sample-kernel"
 UV = shutil.which("uv", path=str(Path(sys.executable).parent)) or "uv"
 
 
+#: Secret canaries (issue #30): every CLI run of the tests has these in its environment,
+#: unless the test sets its own value, and must never show them (stdout, stderr) or hand
+#: them to a child's argv. Only secrets the tool does not itself use: HF_TOKEN and
+#: TWINE_PASSWORD change what it does (its messages say "set HF_TOKEN", publish finds a
+#: password), so they are checked where a test sets them (any value of 8 characters or
+#: more), not set for every test.
+CANARIES = {name: f"kwcanary-{name.lower().replace('_', '-')}-5e3f9a1c" for name in (
+    "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "GITHUB_TOKEN", "GH_TOKEN", "CI_JOB_TOKEN", "NPM_TOKEN",
+    "KW_CANARY_SECRET")}
+#: Where a test's own secrets travel: their values are held to the same rules.
+SECRET_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "TWINE_PASSWORD", "PIP_PASSWORD", *CANARIES)
+AUDITED = Path(__file__).with_name("audited.py")
+#: The audit hook also checks a compiler's environment: on once builds run compilers with
+#: an environment cleared of credentials (issue #30, class 4, another part of the issue).
+CHECK_COMPILER_ENV = False
+
+
+def cli_secrets(env: dict[str, str]) -> list[str]:
+    """The canaries and test-given secrets of a run's environment ``env``."""
+    return sorted({env[name] for name in SECRET_VARIABLES if len(env.get(name) or "") >= 8})
+
+
 def run_cli(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None,
             check: bool = True, prefix: list[str] | None = None,
             timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """Run ``kernel-wheels`` as a user would (a new process)."""
-    cmd = [*(prefix or []), sys.executable, "-m", "kernel_wheels", *map(str, args)]
-    proc = subprocess.run(cmd, cwd=cwd, env={**os.environ, **(env or {})},
-                          capture_output=True, text=True, timeout=timeout)
+    """Run ``kernel-wheels`` as a user would (a new process), with the secret canaries in
+    its environment and an audit hook watching its children (``audited.py``); HOME is the
+    test's own folder (``KW_TEST_HOME``, set by conftest), the XDG folders stay the
+    user's (caches, pip's configuration). Asserts that no secret showed."""
+    given = {**os.environ, **(env or {})}
+    full = {**CANARIES, **given}
+    if "KW_TEST_HOME" in os.environ and "HOME" not in (env or {}):
+        home = os.path.expanduser("~")
+        full["HOME"] = os.environ["KW_TEST_HOME"]
+        for name, default in (("XDG_CACHE_HOME", ".cache"), ("XDG_CONFIG_HOME", ".config"),
+                              ("XDG_DATA_HOME", ".local/share"), ("XDG_STATE_HOME", ".local/state")):
+            full.setdefault(name, os.path.join(home, default))
+    full.pop("KW_TEST_HOME", None)
+    secrets = cli_secrets(full)
+    audit = None
+    if secrets:
+        fd, audit = tempfile.mkstemp(prefix="kw-audit-", suffix=".log")
+        os.close(fd)
+        full["KW_AUDIT_LOG"], full["KW_AUDIT_SECRETS"] = audit, json.dumps(secrets)
+    cmd = [*(prefix or []), sys.executable, str(AUDITED), *map(str, args)]
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout)
+        found = Path(audit).read_text().splitlines() if audit else []
+    finally:
+        if audit:
+            os.unlink(audit)
+    if not CHECK_COMPILER_ENV:
+        found = [line for line in found if "environment" not in line]
+    assert not found, f"{args}: " + "; ".join(found)
+    shown = [name for name in SECRET_VARIABLES if full.get(name) in secrets
+             and full[name] in proc.stdout + proc.stderr]
+    assert not shown, f"{args}: the value of {', '.join(shown)} was printed:\n{proc.stdout}\n{proc.stderr}"
     if check and proc.returncode != 0:
         raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
