@@ -216,8 +216,8 @@ class _Reader:
             raise self.fail(where, f"must be {expected.get(kind, 'a string')}, not "
                             f"{shown(repr(value), 80)}")
         if kind == "name" and not NAME_PATTERN.match(value):
-            raise self.fail(where, f"'{shown(value, 80)}' is not a valid kernel name (lowercase letters, digits "
-                            "and dashes, starting with a letter, e.g. my-kernel)")
+            raise self.fail(where, f"'{shown(value, 80)}' is not a valid kernel name (lowercase letters, "
+                            "digits and dashes, starting with a letter, e.g. my-kernel)")
         if kind == "backends":
             for backend in value:
                 if backend not in self.schema["backends"]:
