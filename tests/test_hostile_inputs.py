@@ -678,3 +678,28 @@ def test_the_canaries_reach_the_tool(world: Path) -> None:
     assert set(cli_secrets({**CANARIES})) == set(CANARIES.values())
     assert cli_secrets({"HF_TOKEN": "short"}) == []  # "p", "x": too common to look for
     assert cli_secrets({"TWINE_PASSWORD": "s3cr3t-value"}) == ["s3cr3t-value"]
+
+
+@pytest.mark.parametrize("name", ["yanks.json", "state.json"])
+def test_a_site_record_that_is_no_regular_file_is_not_waited_on(world: Path, name: str) -> None:
+    """index read the site's records as they were: a FIFO in their place hung it for ever.
+    A yanks file that cannot be read stops the run (un-yanking silently would undo a
+    decision); a state that cannot be read is rebuilt from the site's files."""
+    site = world / "out"
+    (site / ".kernel-wheels").mkdir(parents=True)
+    os.mkfifo(site / ".kernel-wheels" / name)
+    (world / "wheels").mkdir()
+    proc = run_cli("index", world / "wheels", "-o", site, env=world_env(world), check=False, timeout=60)
+    if name == "yanks.json":
+        one_line_error(proc, "yanks.json", "not a regular file", status=2)
+    else:
+        assert proc.returncode == 0, proc.stderr
+        assert (site / ".kernel-wheels" / "state.json").is_file()
+    nothing_outside(world, "wheels")
+
+
+def test_a_kernels_file_that_is_no_regular_file_is_a_usage_error(world: Path) -> None:
+    os.mkfifo(world / "kernels.txt")
+    proc = run_cli("serve", "--kernels-file", world / "kernels.txt", "--port", "0", env=world_env(world),
+                   check=False, timeout=60)
+    one_line_error(proc, "--kernels-file", "not a regular file", status=2)

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..confine import read_regular
 from ..index.wheelfacts import WheelFacts
 
 STATE_FORMAT = 2  # 2: stat keys without the inode
@@ -52,7 +53,8 @@ class SiteState:
     @classmethod
     def load(cls, path: Path) -> SiteState:
         try:
-            raw = json.loads(path.read_text())
+            # Not a regular file (a FIFO would hang the read): rebuilt like a damaged one.
+            raw = json.loads(read_regular(path, "the site's state", ValueError, 1 << 30))
             if raw.get("format") != STATE_FORMAT:
                 return cls()
             return cls(
