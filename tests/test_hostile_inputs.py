@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -558,6 +559,82 @@ def test_mirror_records(tmp_path_factory: pytest.TempPathFactory, body: bytes) -
                       st.just(100_000)))
 def test_mirror_records_nested_100000_deep(tmp_path_factory: pytest.TempPathFactory, body: bytes) -> None:
     _mirror_records(tmp_path_factory, body)
+
+
+# -- S3 XML listings: the mirror's S3 destination lists keys through botocore's XML parser -----
+xml_names = st.sampled_from(["Contents", "Key", "IsTruncated", "NextContinuationToken", "KeyCount",
+                             "CommonPrefixes", "Prefix", "Size", "ETag", "Error", "Code"]) | st.text(
+    alphabet="abcXYZ:_-", min_size=1, max_size=8)
+xml_texts = st.sampled_from(["true", "false", "", "../../x", "state/org/k.json", "\u0000", "&amp;", "&bogus;",
+                             "]]>", "1e999", "-1"]) | st.text(max_size=12)
+xml_elements = st.recursive(
+    st.tuples(xml_names, xml_texts).map(lambda t: f"<{t[0]}>{_xml_escape(t[1])}</{t[0]}>"),
+    lambda children: st.tuples(xml_names, st.lists(children, max_size=4)).map(
+        lambda t: f"<{t[0]}>{''.join(t[1])}</{t[0]}>"), max_leaves=12)
+
+
+def _xml_escape(text: str) -> str:
+    return text if text in ("&amp;", "&bogus;", "]]>") else \
+        text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+s3_bodies = st.one_of(
+    st.lists(xml_elements, max_size=5).map(
+        lambda items: ('<?xml version="1.0" encoding="UTF-8"?><ListBucketResult '
+                       'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name>'
+                       + "".join(items) + "</ListBucketResult>").encode()),
+    st.builds(lambda n: ("<ListBucketResult>" + "<Contents>" * n + "</Contents>" * n
+                         + "</ListBucketResult>").encode(), st.sampled_from([1_000, 100_000])),
+    st.binary(max_size=64), st.just(b"<?xml version='1.0'?><!DOCTYPE x [<!ENTITY a 'aaaa'>]><x>&a;</x>"),
+)
+
+
+@pytest.fixture(scope="module")
+def s3_answers() -> Iterator[tuple[str, list[bytes]]]:
+    """A loopback server answering every request with the body the test puts in the list."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    body = [b""]
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(body[0])))
+            self.end_headers()
+            self.wfile.write(body[0])
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", body
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@HARNESS
+@given(body=s3_bodies)
+def test_s3_xml_listings(s3_answers: tuple[str, list[bytes]], body: bytes) -> None:
+    """What an S3-compatible store answers to ListObjectsV2, read by the mirror's
+    destination (``S3Destination.keys``, botocore's parser behind it)."""
+    import boto3
+    from botocore.config import Config
+
+    from kernel_wheels.mirror.store import S3Destination
+
+    endpoint, answer = s3_answers
+    answer[0] = body
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
+                          aws_secret_access_key="testing",
+                          config=Config(retries={"max_attempts": 1}, connect_timeout=5, read_timeout=5))
+    returns_or_one_line("s3 listing", lambda: list(S3Destination("bucket", "k", client).keys("state/")))
 
 
 # -- dist-info records of a wheel: RECORD, METADATA, WHEEL -----------------------------------
