@@ -780,3 +780,22 @@ def test_a_kernels_file_that_is_no_regular_file_is_a_usage_error(world: Path) ->
     proc = run_cli("serve", "--kernels-file", world / "kernels.txt", "--port", "0", env=world_env(world),
                    check=False, timeout=60)
     one_line_error(proc, "--kernels-file", "not a regular file", status=2)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="issue #30 class 4 (another helper's part): compilers inherit the tool's whole "
+                          "environment, canaries included; when they run with an allow-list, set "
+                          "support.helpers.CHECK_COMPILER_ENV and remove this mark")
+def test_a_compiler_never_sees_a_canary(world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The audit hook checks the environment of every compiler the build starts: a source
+    that stops the compiler at its first line keeps this fast."""
+    import shutil
+
+    import support.helpers
+
+    monkeypatch.setattr(support.helpers, "CHECK_COMPILER_ENV", True)
+    source = world / "src"
+    shutil.copytree(SAMPLE, source)
+    (source / "csrc" / "img2gray_cpu.cpp").write_text("#error the test stops the compiler here\n")
+    proc = run_cli("build", source, "-o", world / "out", "--backend", "cpu", env=world_env(world), check=False)
+    one_line_error(proc)
