@@ -18,8 +18,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample-kernel"
 UV = shutil.which("uv", path=str(Path(sys.executable).parent)) or "uv"
@@ -59,8 +57,11 @@ def run_cli(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | No
     if "KW_TEST_HOME" in os.environ and "HOME" not in (env or {}):
         home = os.path.expanduser("~")
         full["HOME"] = os.environ["KW_TEST_HOME"]
+        # The user's caches, configuration and toolchains stay where they are (rustup, for
+        # one, would otherwise set itself up afresh in the new HOME).
         for name, default in (("XDG_CACHE_HOME", ".cache"), ("XDG_CONFIG_HOME", ".config"),
-                              ("XDG_DATA_HOME", ".local/share"), ("XDG_STATE_HOME", ".local/state")):
+                              ("XDG_DATA_HOME", ".local/share"), ("XDG_STATE_HOME", ".local/state"),
+                              ("RUSTUP_HOME", ".rustup"), ("CARGO_HOME", ".cargo")):
             full.setdefault(name, os.path.join(home, default))
     full.pop("KW_TEST_HOME", None)
     secrets = cli_secrets(full)
@@ -110,6 +111,8 @@ def cuda_python() -> Path:
     """The CUDA torch venv's Python (torch 2.14.1 / CUDA 13.0), or KW_CUDA_PYTHON."""
     path = Path(os.environ.get("KW_CUDA_PYTHON", ROOT / ".venv-cuda" / "bin" / "python"))
     if not path.exists():
+        import pytest  # here: the kernels venv imports this module (reference_gray) without pytest
+
         pytest.fail(f"no CUDA torch venv at {path}: run scripts/bootstrap.sh --cuda "
                     "(or set KW_CUDA_PYTHON)")
     return path
