@@ -215,6 +215,8 @@ T = TypeVar("T")
 HARNESS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                    suppress_health_check=list(HealthCheck))
 FEW = settings(HARNESS, max_examples=12)
+#: The CLI examples: a new process each (a second or so on a loaded machine).
+CLI = settings(HARNESS, max_examples=6)
 CALLS: dict[str, int] = {}
 
 
@@ -680,7 +682,7 @@ def test_dist_info_records(tmp_path_factory: pytest.TempPathFactory, record: str
 
 
 # -- the CLI on generated files: exit 1 or 2, one line, nothing outside its folders ----------
-@FEW
+@CLI
 @given(lock=lock_bodies, project=project_texts)
 def test_cli_to_wheel_lock_on_generated_files(lock: bytes, project: str) -> None:
     with tempfile.TemporaryDirectory(prefix="kw-harness-") as temp:
@@ -697,7 +699,28 @@ def test_cli_to_wheel_lock_on_generated_files(lock: bytes, project: str) -> None
         nothing_outside(world, "project")
 
 
-@FEW
+@CLI
+@given(record=dist_texts, metadata=dist_texts, wheel=dist_texts)
+def test_cli_check_and_index_on_generated_wheels(record: str, metadata: str, wheel: str) -> None:
+    """check reports (exit 0 or 1, a verdict line, no traceback); index refuses a wheel
+    that fails with one error line and leaves no site behind."""
+    with tempfile.TemporaryDirectory(prefix="kw-harness-") as temp:
+        world = Path(temp)
+        for name in ("hf", "kw-cache", "tmp", "outside", "wheels"):
+            (world / name).mkdir()
+        (world / "outside" / "victim").write_bytes(PRECIOUS)
+        (world / "wheels" / WHEEL_NAME).write_bytes(_wheel_with(record, metadata, wheel))
+        checked = run_cli("check", world / "wheels" / WHEEL_NAME, env=world_env(world), check=False)
+        assert checked.returncode in (0, 1) and "Traceback" not in checked.stderr, checked.stderr
+        indexed = run_cli("index", world / "wheels", "-o", world / "out", env=world_env(world), check=False)
+        if indexed.returncode != 0:
+            one_line_error(indexed)
+            assert indexed.returncode in (1, 2)
+            assert not (world / "out" / "simple").exists()
+        nothing_outside(world, "wheels")
+
+
+@CLI
 @given(text=build_tomls)
 def test_cli_build_on_generated_build_toml(text: str) -> None:
     with tempfile.TemporaryDirectory(prefix="kw-harness-") as temp:
