@@ -681,6 +681,35 @@ def test_dist_info_records(tmp_path_factory: pytest.TempPathFactory, record: str
     returns_or_one_line("wheel dependencies", lambda: wheel_dependencies(path))
 
 
+# -- what a target Python answers: install's and local-kernels' probes ------------------------
+installed_rows = st.lists(st.fixed_dictionaries(
+    {"name": json_leaves, "version": json_leaves, "root": st.sampled_from(["/", "/nonexistent", "\x00"]) | json_leaves,
+     "record": json_values | st.fixed_dictionaries(
+         {"wheel_layout": st.sampled_from([2, 1, "2"]),
+          "variant_folder": st.sampled_from(["k/x", "../../etc", "/etc", "", "a\x00b"]) | json_leaves,
+          "source": st.sampled_from(["https://huggingface.co/org/k", "https://evil/x"]) | json_leaves,
+          "variant": json_values, "commit": json_leaves})}), max_size=4)
+probe_answers = st.one_of(installed_rows.map(json.dumps), json_values.map(json.dumps),
+                          st.builds(lambda n: "[" * n + "]" * n, st.sampled_from([1_000, 100_000])),
+                          st.text(max_size=40))
+
+
+@HARNESS
+@given(answer=probe_answers)
+def test_a_target_pythons_answers(tmp_path_factory: pytest.TempPathFactory, answer: str) -> None:
+    """local-kernels (and install) run a probe in the target Python and read its last
+    line as JSON: a target that answers anything (a real process: a script standing in
+    for the Python) gives a list or one typed line."""
+    from kernel_wheels.install.installed import installed_kernels
+
+    folder = tmp_path_factory.mktemp("target")
+    (folder / "answer").write_text(answer, encoding="utf-8", errors="surrogatepass")
+    python = folder / "python"
+    python.write_text(f"#!/bin/sh\nexec cat {folder / 'answer'}\n")
+    python.chmod(0o755)
+    returns_or_one_line("target python", lambda: installed_kernels(python, timeout=60))
+
+
 # -- the CLI on generated files: exit 1 or 2, one line, nothing outside its folders ----------
 @CLI
 @given(lock=lock_bodies, project=project_texts)
