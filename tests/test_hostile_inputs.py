@@ -851,3 +851,25 @@ def test_a_compiler_never_sees_a_canary(world: Path, monkeypatch: pytest.MonkeyP
     (source / "csrc" / "img2gray_cpu.cpp").write_text("#error the test stops the compiler here\n")
     proc = run_cli("build", source, "-o", world / "out", "--backend", "cpu", env=world_env(world), check=False)
     one_line_error(proc)
+
+
+def test_the_guards_fail_a_test_whose_run_writes_into_home(pytester: pytest.Pytester) -> None:
+    """The suite's own fixture (tests/conftest.py), in a pytest run of its own: a test
+    whose CLI run writes into its HOME fails (in teardown), one that writes into its
+    output folder passes."""
+    pytester.makeconftest((Path(__file__).parent / "conftest.py").read_text())
+    pytester.makepyfile(test_inner="""
+import os
+from pathlib import Path
+
+from support.helpers import run_cli
+
+def test_into_home(tmp_path):
+    run_cli("index", "-o", Path(os.environ["KW_TEST_HOME"]) / "site")
+
+def test_into_its_folder(tmp_path):
+    run_cli("index", "-o", tmp_path / "site")
+""")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-n", "0")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*written into HOME (outside the tool's folders): ['site'*"])

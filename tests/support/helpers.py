@@ -49,9 +49,10 @@ def run_cli(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | No
             check: bool = True, prefix: list[str] | None = None,
             timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """Run ``kernel-wheels`` as a user would (a new process), with the secret canaries in
-    its environment and an audit hook watching its children (``audited.py``); HOME is the
-    test's own folder (``KW_TEST_HOME``, set by conftest), the XDG folders stay the
-    user's (caches, pip's configuration). Asserts that no secret showed."""
+    its environment and an audit hook watching its children (``audited.py``); HOME and
+    TMPDIR are the test's own folders (``KW_TEST_HOME``, ``KW_TEST_TMP``, set by conftest)
+    unless the test gives its own, the XDG folders stay the user's (caches, pip's
+    configuration). Asserts that no secret showed."""
     given = {**os.environ, **(env or {})}
     full = {**CANARIES, **given}
     if "KW_TEST_HOME" in os.environ and "HOME" not in (env or {}):
@@ -63,7 +64,10 @@ def run_cli(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | No
                               ("XDG_DATA_HOME", ".local/share"), ("XDG_STATE_HOME", ".local/state"),
                               ("RUSTUP_HOME", ".rustup"), ("CARGO_HOME", ".cargo")):
             full.setdefault(name, os.path.join(home, default))
+    if os.environ.get("KW_TEST_TMP") and "TMPDIR" not in (env or {}):
+        full["TMPDIR"] = os.environ["KW_TEST_TMP"]
     full.pop("KW_TEST_HOME", None)
+    full.pop("KW_TEST_TMP", None)
     secrets = cli_secrets(full)
     audit = None
     if secrets:
