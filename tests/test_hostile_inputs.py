@@ -19,14 +19,21 @@ real file for the real command (servers are real, on 127.0.0.1).
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import tempfile
 import threading
-from collections.abc import Iterator
+import zipfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from kernel_wheels.errors import KernelWheelsError
 from support.helpers import SAMPLE, one_line_error, run_cli
 from support.hostile_hub import COMMIT, REPO, VARIANT, Answer, HostileHub, hostile_hub
 
@@ -184,9 +191,8 @@ def test_a_timeout_that_is_no_usable_number_of_seconds_is_a_usage_error(world: P
                                                                          value: str) -> None:
     """``--timeout 1e308`` passed the check and overflowed the socket's timeout at the
     first connection (OverflowError: timestamp out of range)."""
-    proc = run_cli(*command, f"--timeout={value}", "--retries" if command[0] in ("versions", "to-wheel")
-                   else "-q", *(["0"] if command[0] in ("versions", "to-wheel") else []),
-                   cwd=world, env=world_env(world), check=False)
+    no_retries = ["--retries", "0"] if command[0] in ("versions", "to-wheel") else []  # the Hub's
+    proc = run_cli(*command, f"--timeout={value}", *no_retries, cwd=world, env=world_env(world), check=False)
     one_line_error(proc, "--timeout", status=2)
     nothing_outside(world)
 
@@ -198,17 +204,6 @@ def test_a_timeout_from_the_environment_is_held_to_the_same_bound(world: Path) -
 
 
 # -- the harness: every parser of outside data, fed generated input --------------------------
-import io  # noqa: E402
-import tempfile  # noqa: E402
-import zipfile  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from typing import Any, TypeVar  # noqa: E402
-
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from kernel_wheels.errors import KernelWheelsError  # noqa: E402
-
 T = TypeVar("T")
 #: Derandomized: CI runs the same examples every time; a failure is found again by the
 #: same run, not by chance. No example database (nothing written beside the tests).
