@@ -868,3 +868,17 @@ def test_into_its_folder(tmp_path):
     result = pytester.runpytest("-p", "no:cacheprovider", "-n", "0")
     result.assert_outcomes(passed=2, errors=1)
     result.stdout.fnmatch_lines(["*written into HOME (outside the tool's folders): ['site'*"])
+
+
+def test_a_metadata_json_beyond_the_size_bound_is_refused(world: Path, cpu_build: Path) -> None:
+    """metadata.json is read like every other file of outside data: a regular file of at
+    most 16 MB (it was read whole, whatever its size)."""
+    import shutil
+
+    variant = world / "source" / "build" / cpu_build.name
+    shutil.copytree(cpu_build, variant)
+    (variant / "metadata.json").write_bytes(b'{"name": "img2gray"' + b" " * (17 << 20) + b"}")
+    proc = run_cli("to-wheel", world / "source", "1.0.0", "-o", world / "out", env=world_env(world),
+                   check=False)
+    one_line_error(proc, "metadata.json", "more than the 16777216 bytes", status=1)
+    assert not (world / "out").exists() or not list((world / "out").glob("*.whl"))

@@ -121,11 +121,11 @@ def read_regular(path: Path, what: str, error: Callable[[str], Exception],
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise error(f"{what} {shown(str(path))} is not a regular file (a FIFO, a device, "
+            raise error(f"{what} {shown(str(path), 300)} is not a regular file (a FIFO, a device, "
                         "a socket or a folder); refusing to read it")
         if info.st_size > limit:
-            raise error(f"{what} {shown(str(path))} is {info.st_size} bytes, more than the "
-                        f"{limit} such a file may hold; refusing to read it")
+            raise error(f"{what} {shown(str(path), 300)} is {info.st_size} bytes, more than the "
+                        f"{limit} bytes such a file may hold; refusing to read it")
         os.set_blocking(fd, True)
         chunks: list[bytes] = []
         size = 0
@@ -133,7 +133,7 @@ def read_regular(path: Path, what: str, error: Callable[[str], Exception],
             chunks.append(chunk)
             size += len(chunk)
             if size > limit:
-                raise error(f"{what} {shown(str(path))} holds more than the {limit} bytes such "
+                raise error(f"{what} {shown(str(path), 300)} holds more than the {limit} bytes such "
                             "a file may hold; refusing to read it")
         return b"".join(chunks)
     finally:
