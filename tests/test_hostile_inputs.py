@@ -634,6 +634,34 @@ def test_s3_xml_listings(s3_answers: tuple[str, list[bytes]], body: bytes) -> No
     returns_or_one_line("s3 listing", lambda: list(S3Destination("bucket", "k", client).keys("state/")))
 
 
+# -- a static site's own records (index, yank): state and yanks -------------------------------
+site_bodies = st.one_of(
+    json_bodies,
+    st.fixed_dictionaries({"format": st.integers(0, 3), "renderer": json_leaves, "targets": json_values,
+                           "wheels": st.dictionaries(st.sampled_from(["k-1-py3-none-any.whl",
+                                                                      "../x.whl"]), json_values, max_size=2),
+                           "inputs": json_values, "projects": json_values}).map(lambda v: json.dumps(v).encode()),
+    st.dictionaries(json_leaves.map(str), st.dictionaries(st.text(max_size=6), json_leaves, max_size=2),
+                    max_size=3).map(lambda v: json.dumps(v).encode()),
+)
+
+
+@HARNESS
+@given(body=site_bodies)
+def test_site_records(tmp_path_factory: pytest.TempPathFactory, body: bytes) -> None:
+    """index reads its state (a damaged one is rebuilt) and yank and index the yanks (a
+    damaged one is an error): either way, one line or a value."""
+    from kernel_wheels.site.state import SiteState
+    from kernel_wheels.site.yanks import load_yanks
+
+    state_dir = tmp_path_factory.mktemp("site") / ".kernel-wheels"
+    state_dir.mkdir()
+    (state_dir / "state.json").write_bytes(body)
+    (state_dir / "yanks.json").write_bytes(body)
+    returns_or_one_line("site state", lambda: SiteState.load(state_dir / "state.json"))
+    returns_or_one_line("site yanks", lambda: load_yanks(state_dir))
+
+
 # -- dist-info records of a wheel: RECORD, METADATA, WHEEL -----------------------------------
 WHEEL_NAME = "k-1.0.0-py3-none-any.whl"
 dist_texts = st.one_of(

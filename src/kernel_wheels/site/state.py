@@ -69,8 +69,10 @@ class SiteState:
                 projects={name: ProjectRecord(row[0], list(row[1]))
                           for name, row in raw["projects"].items()},
             )
-        except (OSError, ValueError, KeyError, TypeError, AssertionError):
-            return cls()  # missing or damaged: start afresh, the site's files are the truth
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, AssertionError, RecursionError):
+            # Missing or damaged (not an object, wrong types, nested past the parser): start
+            # afresh, the site's files are the truth.
+            return cls()
 
     def to_json(self) -> str:
         return json.dumps({
