@@ -20,6 +20,8 @@ from support.gpu_stub import with_device_code
 from support.helpers import ROOT, SAMPLE, Olah, cuda_python, olah_server
 
 ZIG = [sys.executable, "-m", "ziglang", "cc"]
+#: pytester: tests/test_hostile_inputs.py runs this conftest's guards in a pytest run of its own.
+pytest_plugins = ("pytester",)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -283,3 +285,43 @@ def hub_env(olah: Olah, tmp_path: Path) -> dict[str, str]:
     """A fresh HF cache and kernel-wheels cache per test, pointed at olah."""
     return {"HF_ENDPOINT": olah.endpoint, "HF_HOME": str(tmp_path / "hf-home"),
             "KERNEL_WHEELS_CACHE": str(tmp_path / "kw-cache"), "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+
+
+#: What a test run itself leaves in the repository (pytest, hypothesis, the linters).
+_RUNNER_FILES = {".pytest_cache", ".hypothesis", "__pycache__", ".mypy_cache", ".ruff_cache", ".coverage"}
+
+
+def _repo_listing() -> set[str]:
+    """The repository's top level and the sample kernel's tree: where a run started in the
+    repository (run_cli's default folder) or building the sample would write by mistake."""
+    names = {n for n in os.listdir(ROOT) if n not in _RUNNER_FILES and not n.startswith(".coverage")}
+    names |= {str(p.relative_to(ROOT)) for p in SAMPLE.rglob("*") if "__pycache__" not in p.parts}
+    return names
+
+
+@pytest.fixture(autouse=True)
+def _nothing_written_outside(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Issue #30: every CLI run of a test gets a HOME and a TMPDIR of its own
+    (support.helpers.run_cli reads KW_TEST_HOME and KW_TEST_TMP; the XDG cache, config
+    and data folders stay the user's, so caches and pip's configuration work as before).
+    After the test nothing may be in that HOME (the tool writes only into the folders it
+    is given and its caches), none of the tool's temporary folders may be left, and
+    nothing may be new in the repository's top level or the sample kernel's tree. Cheap:
+    three folders made and a few listings per test."""
+    folder = tmp_path_factory.mktemp("cli")
+    home, temp = folder / "home", folder / "tmp"
+    home.mkdir()
+    temp.mkdir()
+    before = _repo_listing()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KW_TEST_HOME", str(home))
+        patch.setenv("KW_TEST_TMP", str(temp))
+        yield
+    written = sorted(str(p.relative_to(home)) for p in home.rglob("*"))
+    assert not written, f"written into HOME (outside the tool's folders): {written[:10]}"
+    # The tool's temporary folders (kernel-wheels-*) are gone when its run ends; what the
+    # installers it runs leave there is theirs.
+    left = sorted(p.name for p in temp.glob("kernel-wheels-*"))
+    assert not left, f"temporary folders left behind: {left[:10]}"
+    new = sorted(_repo_listing() - before)
+    assert not new, f"written into the repository: {new[:10]}"

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from support.helpers import ROOT, UV, make_venv, one_line_error, run_cli, torch_wheel
+from support.helpers import cuda_python as cuda_venv_python
 from support.hostile_index import HostileIndex, answer
 from support.mirror_hub import S3Server, s3_server
 from support.servers_index import IndexServer, pip_env, pypiserver, static_server
@@ -283,9 +284,7 @@ def test_install_several_names_no_deps_upgrade_and_a_requirements_file(
 
 
 def test_install_backend_cpu_on_a_cuda_torch(index_url: str) -> None:
-    cuda_python = ROOT / ".venv-cuda" / "bin" / "python"
-    if not cuda_python.exists():
-        pytest.skip("no CUDA torch venv (scripts/bootstrap.sh --cuda)")
+    cuda_python = cuda_venv_python()  # fails (not skips) without the CUDA torch venv
     refused = run_cli("install", "kw-hub", "-i", index_url, "--python", cuda_python,
                       "--dry-run", env=pip_env(), check=False)
     line = one_line_error(refused, "no wheel of kw-hub fits", "--backend cpu")

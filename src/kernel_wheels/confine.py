@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 import re
+import stat
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from .errors import UnsafeNameError
@@ -106,3 +108,42 @@ def inside(root: Path, relative: str | PurePosixPath, where: str) -> Path:
         raise UnsafeNameError(f"{where}: '{shown(str(relative))}' would be written outside "
                               f"{root} (through a link); refusing")
     return target
+
+
+#: The most a small file of outside data (a lock, a pyproject.toml, a build.toml, a
+#: metadata.json, a record) may hold: none of them comes near it.
+MAX_SMALL_FILE = 16 << 20
+
+
+def read_regular(path: Path, what: str, error: Callable[[str], Exception],
+                 limit: int = MAX_SMALL_FILE) -> bytes:
+    """The bytes of ``path`` (links followed), which must be a regular file of at most
+    ``limit`` bytes, or ``error(message)`` with one line naming ``what`` it is.
+
+    Opened without blocking (``O_NONBLOCK``): a FIFO with no writer would otherwise hang
+    the open for ever; what was opened is then judged by ``fstat`` (a FIFO, a device such
+    as ``/dev/zero``, a socket or a folder is refused before a byte is read), and the
+    read stops at ``limit + 1`` bytes whatever the size said (a file that grows while it
+    is read, or one of /proc's that says 0). ``FileNotFoundError`` and other ``OSError``
+    reach the caller as they are: it knows what a missing file means there."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise error(f"{what} {shown(str(path), 300)} is not a regular file (a FIFO, a device, "
+                        "a socket or a folder); refusing to read it")
+        if info.st_size > limit:
+            raise error(f"{what} {shown(str(path), 300)} is {info.st_size} bytes, more than the "
+                        f"{limit} bytes such a file may hold; refusing to read it")
+        os.set_blocking(fd, True)
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := os.read(fd, min(1 << 20, limit + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise error(f"{what} {shown(str(path), 300)} holds more than the {limit} bytes such "
+                            "a file may hold; refusing to read it")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

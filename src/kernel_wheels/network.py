@@ -36,6 +36,9 @@ MAX_RETRIES = 100
 #: Bytes per second below which a transfer is a stall (averaged over a --timeout window;
 #: git's GIT_HTTP_LOW_SPEED_LIMIT, which the git source sets to the same value).
 MIN_RATE = 1000
+#: The longest timeout accepted: a day. Beyond it (``1e308``) the socket layer cannot
+#: even hold the value (OverflowError at the first connection).
+MAX_TIMEOUT = 86400.0
 
 
 class TransferTooSlow(TimeoutError):
@@ -50,8 +53,10 @@ class NetworkSettings:
     backoff: float = 0.5
 
     def __post_init__(self) -> None:
-        if not 0 < self.timeout < math.inf:
+        if not 0 < self.timeout < math.inf:  # also refuses nan
             raise UsageError(f"--timeout {self.timeout}: give a finite number of seconds above 0")
+        if self.timeout > MAX_TIMEOUT:
+            raise UsageError(f"--timeout {self.timeout:g}: give at most {MAX_TIMEOUT:g} seconds (a day)")
         if not 0 <= self.retries <= MAX_RETRIES:
             raise UsageError(f"--retries {self.retries}: give 0 to {MAX_RETRIES}")
 

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import random
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-import pytest
 
 from support.gray import reference_gray  # noqa: F401  (re-exported for the tests)
 
@@ -25,12 +25,75 @@ SAMPLE = ROOT / "sample-kernel"
 UV = shutil.which("uv", path=str(Path(sys.executable).parent)) or "uv"
 
 
+#: Secret canaries (issue #30): every CLI run of the tests has these in its environment,
+#: unless the test sets its own value, and must never show them (stdout, stderr) or hand
+#: them to a child's argv. Only secrets the tool does not itself use: HF_TOKEN and
+#: TWINE_PASSWORD change what it does (its messages say "set HF_TOKEN", publish finds a
+#: password), so they are checked where a test sets them (any value of 8 characters or
+#: more), not set for every test.
+CANARIES = {name: f"kwcanary-{name.lower().replace('_', '-')}-5e3f9a1c" for name in (
+    "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "GITHUB_TOKEN", "GH_TOKEN", "CI_JOB_TOKEN", "NPM_TOKEN",
+    "KW_CANARY_SECRET")}
+#: Where a test's own secrets travel: their values are held to the same rules.
+SECRET_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "TWINE_PASSWORD", "PIP_PASSWORD", *CANARIES)
+AUDITED = Path(__file__).with_name("audited.py")
+#: The audit hook also checks a compiler's environment (builds run compilers with an
+#: allow-listed environment: building/environment.py).
+CHECK_COMPILER_ENV = True
+
+
+def cli_secrets(env: dict[str, str]) -> list[str]:
+    """The canaries and test-given secrets of a run's environment ``env``."""
+    return sorted({env[name] for name in SECRET_VARIABLES if len(env.get(name) or "") >= 8})
+
+
 def run_cli(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None,
-            check: bool = True, prefix: list[str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``kernel-wheels`` as a user would (a new process)."""
-    cmd = [*(prefix or []), sys.executable, "-m", "kernel_wheels", *map(str, args)]
-    proc = subprocess.run(cmd, cwd=cwd, env={**os.environ, **(env or {})},
-                          capture_output=True, text=True, timeout=600)
+            check: bool = True, prefix: list[str] | None = None,
+            timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run ``kernel-wheels`` as a user would (a new process), with the secret canaries in
+    its environment and an audit hook watching its children (``audited.py``); HOME and
+    TMPDIR are the test's own folders (``KW_TEST_HOME``, ``KW_TEST_TMP``, set by conftest)
+    unless the test gives its own, the XDG folders stay the user's (caches, pip's
+    configuration). Asserts that no secret showed."""
+    given = {**os.environ, **(env or {})}
+    full = {**CANARIES, **given}
+    if "KW_TEST_HOME" in os.environ and "HOME" not in (env or {}):
+        home = os.path.expanduser("~")
+        full["HOME"] = os.environ["KW_TEST_HOME"]
+        # The user's caches, configuration and toolchains stay where they are (rustup, for
+        # one, would otherwise set itself up afresh in the new HOME).
+        for name, default in (("XDG_CACHE_HOME", ".cache"), ("XDG_CONFIG_HOME", ".config"),
+                              ("XDG_DATA_HOME", ".local/share"), ("XDG_STATE_HOME", ".local/state"),
+                              ("RUSTUP_HOME", ".rustup"), ("CARGO_HOME", ".cargo")):
+            full.setdefault(name, os.path.join(home, default))
+    if os.environ.get("KW_TEST_TMP") and "TMPDIR" not in (env or {}):
+        full["TMPDIR"] = os.environ["KW_TEST_TMP"]
+    full.pop("KW_TEST_HOME", None)
+    full.pop("KW_TEST_TMP", None)
+    secrets = cli_secrets(full)
+    audit = None
+    if secrets:
+        fd, audit = tempfile.mkstemp(prefix="kw-audit-", suffix=".log")
+        os.close(fd)
+        full["KW_AUDIT_LOG"], full["KW_AUDIT_SECRETS"] = audit, json.dumps(secrets)
+    cmd = [*(prefix or []), sys.executable, str(AUDITED), *map(str, args)]
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout)
+        if proc.returncode < 0 and os.environ.get("KW_TEST_TMP") == full.get("TMPDIR"):
+            # Killed by a signal (SIGKILL on purpose, in the crash tests): nothing can remove
+            # its temporary folders, which conftest would otherwise count as left behind.
+            for left in Path(full["TMPDIR"]).glob("kernel-wheels-*"):
+                shutil.rmtree(left, ignore_errors=True)
+        found = Path(audit).read_text().splitlines() if audit else []
+    finally:
+        if audit:
+            os.unlink(audit)
+    if not CHECK_COMPILER_ENV:
+        found = [line for line in found if "environment" not in line]
+    assert not found, f"{args}: " + "; ".join(found)
+    shown = [name for name in SECRET_VARIABLES if full.get(name) in secrets
+             and full[name] in proc.stdout + proc.stderr]
+    assert not shown, f"{args}: the value of {', '.join(shown)} was printed:\n{proc.stdout}\n{proc.stderr}"
     if check and proc.returncode != 0:
         raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -59,6 +122,8 @@ def cuda_python() -> Path:
     """The CUDA torch venv's Python (torch 2.14.1 / CUDA 13.0), or KW_CUDA_PYTHON."""
     path = Path(os.environ.get("KW_CUDA_PYTHON", ROOT / ".venv-cuda" / "bin" / "python"))
     if not path.exists():
+        import pytest  # here: the kernels venv imports this module (reference_gray) without pytest
+
         pytest.fail(f"no CUDA torch venv at {path}: run scripts/bootstrap.sh --cuda "
                     "(or set KW_CUDA_PYTHON)")
     return path

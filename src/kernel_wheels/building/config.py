@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import data
-from ..confine import shown
+from ..confine import read_regular, shown
 from ..errors import BuildError
 from ..kernel.metadata import KernelDependency, is_repo_id
 from .flags import Kind, refused_flag
@@ -214,10 +214,11 @@ class _Reader:
                         "table": "a table", "kernel-depends":
                         'a list of tables {repo-id = "org/name", version = N}',
                         "stable-abi": 'a torch version ("2.11") or a table {backend = "2.11"}'}
-            raise self.fail(where, f"must be {expected.get(kind, 'a string')}, not {value!r}")
+            raise self.fail(where, f"must be {expected.get(kind, 'a string')}, not "
+                            f"{shown(repr(value), 80)}")
         if kind == "name" and not NAME_PATTERN.match(value):
-            raise self.fail(where, f"'{value}' is not a valid kernel name (lowercase letters, digits "
-                            "and dashes, starting with a letter, e.g. my-kernel)")
+            raise self.fail(where, f"'{shown(value, 80)}' is not a valid kernel name (lowercase letters, "
+                            "digits and dashes, starting with a letter, e.g. my-kernel)")
         if kind == "backends":
             for backend in value:
                 if backend not in self.schema["backends"]:
@@ -310,6 +311,7 @@ def _framework(reader: _Reader, doc: dict[str, Any]) -> Framework:
     if "stable-abi" in table:
         value = table["stable-abi"]
         if isinstance(value, str):
+            reader.check_value(value, "version", f"[{kind}] stable-abi")
             stable = {b: value for b in data.load("build_toml")["backends"]}
         elif reader.edition == 4:
             raise reader.fail("[torch] stable-abi", "as a per-backend table needs edition 5: "
@@ -377,9 +379,11 @@ def read_build_toml(source_dir: Path) -> BuildConfig:
     if not path.is_file():
         raise BuildError(f"{source_dir} is not a kernel source tree: it has no build.toml")
     try:
-        doc = tomllib.loads(path.read_text("utf-8"))
+        doc = tomllib.loads(read_regular(path, "the build file", BuildError).decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise BuildError(f"{path}: not valid TOML: {exc}") from None
+        raise BuildError(f"{path}: not valid TOML: {shown(str(exc), 200)}") from None
+    except RecursionError:  # arrays or tables nested deeper than tomllib recurses
+        raise BuildError(f"{path}: nested too deeply to be a build.toml") from None
     general = doc.get("general")
     if not isinstance(general, dict):
         raise BuildError(f"{path}: [general] is missing")

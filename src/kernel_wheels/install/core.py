@@ -34,7 +34,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
-from ..confine import file_name, inside
+from ..confine import file_name, inside, shown
 from ..errors import (
     DistributionError,
     EnvironmentProbeError,
@@ -305,8 +305,9 @@ def wheel_dependencies(wheel: Path) -> list[str]:
         found = BytesHeaderParser().parsebytes(metadata).get_all("Requires-Dist") or []
         return [str(Requirement(str(line).strip())) for line in found]
     except (ValueError, KeyError, OSError, zipfile.BadZipFile, InvalidRequirement) as exc:
-        raise DistributionError(f"{wheel.name} is not a readable wheel ({exc}); nothing was "
-                                "installed") from None
+        # packaging's messages point at the fault over several lines: one line here.
+        raise DistributionError(f"{wheel.name} is not a readable wheel ({shown(str(exc), 160)}); "
+                                "nothing was installed") from None
 
 
 def index_environment(installer: str, settings: IndexSettings) -> dict[str, str]:

@@ -309,7 +309,7 @@ def run_probe(python: Path, code: str, doing: str, timeout: float, *, cwd: Path 
         raise EnvironmentProbeError(f"cannot {doing} {python}: {last}")
     try:
         return json.loads(lines[-1])
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser recurses
         raise EnvironmentProbeError(f"unexpected answer from the Python at {python}") from None
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from .. import data
-from ..confine import shown
+from ..confine import read_regular, shown
 from ..errors import MetadataError
 
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
@@ -77,7 +77,9 @@ def read_kernel_metadata(path: Path | None) -> KernelMetadata:
     if path is None:
         return KernelMetadata()
     try:
-        raw = json.loads(path.read_text("utf-8"))
+        # A regular file of bounded size, like every file of outside data.
+        raw = json.loads(read_regular(path, f"{path.parent.name}'s metadata file", MetadataError)
+                         .decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise MetadataError(f"{path.parent.name}/metadata.json is not valid JSON: {exc}") from None
     except RecursionError:

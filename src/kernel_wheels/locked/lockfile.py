@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..confine import commit_id, file_name, shown
+from ..confine import commit_id, file_name, read_regular, shown
 from ..errors import LockError, UnsafeNameError
 
 LOCK_FILE = "kernels.lock"
@@ -67,10 +67,8 @@ def read_lock(path: Path) -> KernelsLock:
 
 def _read_lock_file(path: Path) -> KernelsLock:
     try:
-        size = path.stat().st_size
-        if size > MAX_LOCK_SIZE:
-            raise LockError(f"{path} is {size / 1e6:.0f} MB: not a kernels.lock")
-        raw = json.loads(path.read_bytes())
+        # A regular file of bounded size: a FIFO would hang the read, /dev/zero never end it.
+        raw = json.loads(read_regular(path, "the lock", LockError, MAX_LOCK_SIZE))
     except FileNotFoundError:
         raise LockError(f"{path} does not exist (make it with: kernels lock {path.parent})") from None
     except OSError as exc:
@@ -81,7 +79,11 @@ def _read_lock_file(path: Path) -> KernelsLock:
         raise LockError(f"{path} is not a kernels.lock: expected a non-empty list of locked kernels")
     kernels: dict[str, LockedKernel] = {}  # by the id in lower case: Hub ids ignore case
     for index, entry in enumerate(raw):
-        for kernel in _entry(entry, f"{path}, entry {index + 1}"):
+        try:
+            found = _entry(entry, f"{path}, entry {index + 1}")
+        except RecursionError:  # kernel_depends inside kernel_depends, hundreds deep
+            raise LockError(f"{path}, entry {index + 1}: its kernel_depends are nested too deeply") from None
+        for kernel in found:
             first = kernels.setdefault(kernel.repo_id.lower(), kernel)
             if first == _spelled(kernel, first.repo_id):
                 continue
@@ -155,13 +157,21 @@ def _variants(value: Any, where: str) -> dict[str, str]:
 def _refuse_unlocked(project: Path, lock: KernelsLock) -> None:
     """Every kernel ``[tool.kernels.dependencies]`` names must be locked."""
     try:
-        config = tomllib.loads(project.read_text("utf-8"))
+        config = tomllib.loads(read_regular(project, "the project file", LockError).decode("utf-8"))
     except FileNotFoundError:
         raise LockError(f"{project} does not exist: give the kernels.lock file itself, or a "
                         "project folder holding pyproject.toml and kernels.lock") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except OSError as exc:
+        raise LockError(f"cannot read {project}: {shown(exc.strerror or str(exc), 100)}") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise LockError(f"cannot read {project}: {shown(str(exc), 100)}") from None
-    dependencies = config.get("tool", {}).get("kernels", {}).get("dependencies", {})
+    except RecursionError:  # arrays nested deeper than tomllib recurses
+        raise LockError(f"cannot read {project}: it is nested too deeply to be a project file") from None
+    tool = config.get("tool", {})
+    kernels = tool.get("kernels", {}) if isinstance(tool, dict) else None
+    dependencies = kernels.get("dependencies", {}) if isinstance(kernels, dict) else None
+    if not isinstance(kernels, dict):
+        raise LockError(f"{project}: [tool] and [tool.kernels] must be tables")
     if not isinstance(dependencies, dict):
         raise LockError(f"{project}: [tool.kernels.dependencies] must be a table of "
                         '"org/name" = version')

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from ..confine import read_regular
 from ..errors import UsageError
 from ..provenance import Policy
 
@@ -158,7 +159,7 @@ def parse_kernels(given: str | None, file: Path | None) -> tuple[Kernel, ...]:
             raise UsageError("--kernels is empty")
     if file is not None:
         try:
-            text = file.read_text(encoding="utf-8")
+            text = read_regular(file, "--kernels-file", UsageError).decode("utf-8", "replace")
         except OSError as exc:
             raise UsageError(f"--kernels-file {file}: {exc.strerror or exc}") from None
         names += [line.split("#", 1)[0].strip() for line in text.splitlines()]

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..confine import read_regular
 from ..index.wheelfacts import WheelFacts
 
 STATE_FORMAT = 3  # 2: stat keys without the inode; 3: wheels' GPU code
@@ -52,7 +53,8 @@ class SiteState:
     @classmethod
     def load(cls, path: Path) -> SiteState:
         try:
-            raw = json.loads(path.read_text())
+            # Not a regular file (a FIFO would hang the read): rebuilt like a damaged one.
+            raw = json.loads(read_regular(path, "the site's state", ValueError, 1 << 30))
             if raw.get("format") != STATE_FORMAT:
                 return cls()
             return cls(
@@ -67,8 +69,10 @@ class SiteState:
                 projects={name: ProjectRecord(row[0], list(row[1]))
                           for name, row in raw["projects"].items()},
             )
-        except (OSError, ValueError, KeyError, TypeError, AssertionError):
-            return cls()  # missing or damaged: start afresh, the site's files are the truth
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, AssertionError, RecursionError):
+            # Missing or damaged (not an object, wrong types, nested past the parser): start
+            # afresh, the site's files are the truth.
+            return cls()
 
     def to_json(self) -> str:
         return json.dumps({

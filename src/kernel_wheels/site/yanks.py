@@ -19,6 +19,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from ..confine import read_regular
 from ..errors import UsageError
 from .atomic import SiteLock
 
@@ -54,7 +55,8 @@ def load_yanks(state_dir: Path) -> dict[tuple[str, str], str]:
     an empty list: silently un-yanking a release would undo a deliberate decision."""
     path = state_dir / YANKS_FILE
     try:
-        raw = json.loads(path.read_text("utf-8"))
+        # A regular file of bounded size: a FIFO in its place would hang the run.
+        raw = json.loads(read_regular(path, "the yanks file", UsageError).decode("utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError, RecursionError) as exc:

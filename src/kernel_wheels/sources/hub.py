@@ -143,7 +143,12 @@ def hub_pages(endpoint: str, url: str, params: dict[str, Any] | None, where: str
         assert next_url is not None
         response = get_session().get(next_url, params=params, headers=_headers())
         hf_raise_for_status(response)
-        yield response.json()
+        try:
+            page = response.json()
+        except RecursionError:  # JSON nested deeper than Python's parser recurses
+            raise UnexpectedAnswerError(f"{where}: a page of the listing of {what} is nested too "
+                                        "deeply to be a Hub answer") from None
+        yield page
         next_url, params = response.links.get("next", {}).get("url"), None
         if next_url is None:
             return
@@ -302,8 +307,9 @@ class HubSource:
                         raise self._unexpected(what, exc) from None
                     raise
                 failure = _reason(exc)
-            except (TypeError, KeyError, AttributeError) as exc:
-                # huggingface_hub read an answer of the wrong shape (a field missing, a
+            except (TypeError, KeyError, AttributeError, RecursionError) as exc:
+                # huggingface_hub read an answer of the wrong shape (or JSON nested deeper
+                # than its parser recurses) (a field missing, a
                 # list where an object belongs): a server that is not a Hub, or a hostile one.
                 raise self._unexpected(what, exc) from None
             except Exception as exc:
