@@ -224,7 +224,7 @@ def test_dependency_that_cannot_be_fetched_names_what_to_set(tmp_path: Path) -> 
     error = proc.stderr.strip().splitlines()[-1]
     assert error.startswith("kernel-wheels: error: [kernel.scale_cpu] depends on cutlass_3_9 (CUTLASS "
                             f"3.9.2): could not download CUTLASS 3.9.2 from {url}/v3.9.2.tar.gz (")
-    assert error.endswith(") after 1 tries; or set CUTLASS_SRC_DIR to a CUTLASS 3.9.2 source checkout")
+    assert error.endswith(") after 1 try; or set CUTLASS_SRC_DIR to a CUTLASS 3.9.2 source checkout")
     assert not (tmp_path / "out" / "build" / CPU_STABLE).exists()
     assert list((tmp_path / "cache" / "build-depends").iterdir()) == []
 

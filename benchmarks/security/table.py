@@ -7,7 +7,9 @@ run said. Reproduce:
     python -m pytest tests/test_security_hub.py tests/test_security_hub_fuzz.py \
         tests/test_confine.py tests/test_serve_abuse.py tests/test_index_hostile.py \
         tests/test_index_recovery.py tests/test_elf_hostile.py tests/test_kernels_ecosystem.py \
-        tests/test_build_hostile.py --junitxml=security.xml
+        tests/test_build_hostile.py tests/test_mirror_hostile.py tests/test_install_hostile.py \
+        tests/test_remote_hostile.py tests/test_hostile_inputs.py tests/test_provenance.py \
+        --junitxml=security.xml
     python -m benchmarks.security.table security.xml docs/security.md
 """
 
@@ -46,6 +48,18 @@ ATTACKERS: list[tuple[str, tuple[str, ...], str]] = [
     ("test_elf_hostile.py", (), "hostile kernel binary"),
     ("test_kernels_ecosystem.py", ("lock",), "Hub that disagrees with a lock file"),
     ("test_build_hostile.py", (), "hostile kernel source tree (build)"),
+    ("test_mirror_hostile.py", ("org",), "hostile Hub organisation listing"),
+    ("test_mirror_hostile.py", (), "second repository of one project / tampered mirror records"),
+    ("test_install_hostile.py", ("local_kernels",), "installed distribution claiming a kernel"),
+    ("test_install_hostile.py", ("lock",), "lock naming one repository twice"),
+    ("test_install_hostile.py", (), "hostile wheel on an index (install)"),
+    ("test_remote_hostile.py", ("publish", "password", "server_text"), "index server echoing credentials"),
+    ("test_remote_hostile.py", ("s3", "store", "mirror_object", "prefix"), "hostile or stalled S3 store"),
+    ("test_remote_hostile.py", ("yank",), "yank reasons with terminal controls"),
+    ("test_remote_hostile.py", (), "network client of serve"),
+    ("test_hostile_inputs.py", ("canary", "guard", "compiler"), "suite guards (secrets, writes outside)"),
+    ("test_hostile_inputs.py", (), "any outside data (property-based harness)"),
+    ("test_provenance.py", (), "unsigned, tampered or foreign-signed kernel"),
 ]
 
 

@@ -36,6 +36,18 @@ def _is_compiler(argv: list[str]) -> bool:
     return name in COMPILERS or any(name.endswith("-" + c) for c in ("gcc", "g++", "ld", "cc", "c++"))
 
 
+def _library_lookup() -> bool:
+    """Whether the child is started by ``ctypes.util.find_library``: it runs gcc and ld to
+    find where a system library lies (keyring's backends do, on import), compiling nothing
+    of a kernel's; the rule is about the compilers a build runs."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(os.path.join("ctypes", "util.py")):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def main() -> None:
     log = os.environ.pop("KW_AUDIT_LOG", None)
     secrets = [s for s in json.loads(os.environ.pop("KW_AUDIT_SECRETS", "[]")) if s]
@@ -57,7 +69,7 @@ def main() -> None:
         text = "\0".join(argv)
         if any(secret in text for secret in secrets):
             found("a secret in the argv of", argv)
-        if _is_compiler(argv):
+        if _is_compiler(argv) and not _library_lookup():
             values = env if isinstance(env, dict) else os.environ
             if any(secret in os.fsdecode(value) for value in values.values() for secret in secrets):
                 found("a secret in the environment of", argv)

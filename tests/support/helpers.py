@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from support.gray import reference_gray  # noqa: F401  (re-exported for the tests)
+from .gray import reference_gray  # noqa: F401  (re-exported for the tests)
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample-kernel"

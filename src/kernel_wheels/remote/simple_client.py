@@ -222,10 +222,15 @@ class SimpleClient:
         page = self._http.page(url)
         if not page.found:  # 404, or pypiserver's redirect to its fallback index (PyPI)
             return None
+        return self._parsed(url, page.text, json=page.content_type in (JSON_TYPE, "application/json"))
+
+    def _parsed(self, url: str, text: str, json: bool = False) -> list[IndexFile]:
+        """A page's files; a page that is no Simple API page (a link no URL parser takes,
+        JSON of the wrong shape or nesting) is one line."""
         try:
-            if page.content_type in (JSON_TYPE, "application/json"):
-                return parse_json(url, page.text, self.secrets)
-            return parse_html(url, page.text, self.secrets)
+            if json:
+                return parse_json(url, text, self.secrets)
+            return parse_html(url, text, self.secrets)
         except (ValueError, RecursionError) as exc:
             raise IndexServerError(f"{self.show(url)} is not a Simple API page: "
                                    f"{self.show(str(exc) or type(exc).__name__, 120)}") from None
@@ -233,7 +238,7 @@ class SimpleClient:
     def links(self, url: str) -> list[IndexFile] | None:
         """Every link of an HTML page (pip's --find-links URL); None when it is not there."""
         page = self._http.page(url)
-        return parse_html(url, page.text, self.secrets) if page.found else None
+        return self._parsed(url, page.text) if page.found else None
 
     def fetch(self, url: str, sink: Sink, limit: int = MAX_FILE) -> None:
         """A listed file's bytes into ``sink``: over http(s) for a remote index (without
@@ -276,4 +281,4 @@ class SimpleClient:
             if not folder.parent.is_dir():
                 raise IndexServerError(f"{self.display} is not a folder")
             return None
-        return parse_html(url, page.read_text(encoding="utf-8", errors="replace"), self.secrets)
+        return self._parsed(url, page.read_text(encoding="utf-8", errors="replace"))
