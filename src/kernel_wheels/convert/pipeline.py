@@ -27,7 +27,8 @@ from ..errors import MetadataError, OutputExistsError, UsageError, VariantError
 from ..kernel.arrival import Arrival, ArrivalCancelled
 from ..kernel.digest import file_sha256
 from ..kernel.layout import read_layout
-from ..kernel.metadata import KernelMetadata, is_repo_id, module_name, read_kernel_metadata
+from ..kernel.metadata import KernelMetadata, module_name, read_kernel_metadata
+from ..kernel.repo_id import is_repo_id
 from ..kernel.revision import Revision
 from ..kernel.selection import VariantFilter, select_variants
 from ..kernel.variants import Variant

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..confine import commit_id, file_name
 from ..errors import SourceError, UnexpectedAnswerError
+from ..kernel.repo_id import check_repo_id
 from ..kernel.revision import Revision
 from ..kernel.versions import tag_version, tagged_releases
-from .state import check_repo_id
 
 if TYPE_CHECKING:
     from ..network import NetworkSettings

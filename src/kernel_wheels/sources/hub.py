@@ -36,6 +36,7 @@ from ..errors import (
     UsageError,
 )
 from ..kernel.arrival import Arrival
+from ..kernel.repo_id import hub_url
 from ..kernel.revision import Revision
 from ..kernel.versions import (
     VersionRequest,
@@ -56,7 +57,6 @@ from ..progress import SILENT_TASK, Task, as_progress, counted
 from ..redaction import one_line, strip_userinfo
 from . import FetchedVariant, hub_answers
 from .hub_files import HubCacheRepo, RemoteFile, TransferMismatch, variant_lock_hash
-from .urls import hub_url
 
 T = TypeVar("T")
 REPO_TYPES = ("kernel", "model")
