@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ..confine import shown
+from ..errors import KernelWheelsError
 from ..network import TransferTooSlow, retry_after_seconds
 from ..redaction import one_line
 from .files import TransferMismatch
@@ -55,6 +56,8 @@ def judge(exc: BaseException, offline: bool) -> Failure | None:
     import httpx2  # loaded with huggingface_hub's errors, whose HTTP errors are its
     from huggingface_hub import errors
 
+    if isinstance(exc, KernelWheelsError):  # ours, one line already (our NetworkError is
+        return None  # named like the HTTP stack's: never judged as a network failure)
     if isinstance(exc, errors.LocalEntryNotFoundError):  # before EntryNotFoundError, its base
         # huggingface_hub reports a file it could not locate (HTTP 403, 404, 5xx, a
         # timeout, a reset) as this; its cause is judged instead, like the same answer to
