@@ -174,6 +174,8 @@ class Submitter:
                     shown = [s for s in secrets if s.encode() in data]
                     assert not shown, f"{path} holds {shown}"
         assert logs and kept
+        # The tasks' HOME holds nothing: the tool writes only where it is told to.
+        assert not any((self.folder / "home").iterdir())
 
 
 @pytest.fixture
@@ -195,6 +197,12 @@ def shards_of(submitter: Submitter, job: str, tasks: dict[int, Task]) -> dict[in
         assert match and int(match[2]) == task, submitter.log(job, task)
         found[task] = match[1]
     return found
+
+
+def test_the_cluster_listens_on_loopback_only(cluster: SlurmCluster) -> None:
+    assert cluster.listening() == {"munged": [],  # a Unix socket only
+                                   "slurmctld": [f"127.0.0.1:{cluster.ports['slurmctld']}"],
+                                   "slurmd": [f"127.0.0.1:{cluster.ports['slurmd']}"]}
 
 
 # -- the array's destination is one run's ------------------------------------------------

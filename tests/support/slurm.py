@@ -72,6 +72,7 @@ class SlurmCluster:
         self.conf = root / "etc" / "slurm.conf"
         self.log = root / "log"
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.ports: dict[str, int] = {}
 
     @property
     def env(self) -> dict[str, str]:
@@ -132,6 +133,29 @@ class SlurmCluster:
         if dead:
             raise AssertionError(f"{', '.join(dead)} exited while {doing}:\n{self.daemon_logs()}")
 
+    def listening(self) -> dict[str, list[str]]:
+        """daemon -> the ``address:port`` of every TCP socket it listens on (from /proc:
+        the sockets among its open files, found in the kernel's LISTEN tables)."""
+        listen = {}
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A":  # LISTEN
+                    address, port = fields[1].split(":")
+                    listen[fields[9]] = f"{_address(address)}:{int(port, 16)}"
+        found = {}
+        for name, process in self.processes.items():
+            inodes = set()
+            for fd in Path(f"/proc/{process.pid}/fd").iterdir():
+                try:
+                    target = os.readlink(fd)
+                except OSError:
+                    continue  # closed meanwhile
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+            found[name] = sorted(listen[i] for i in inodes if i in listen)
+        return found
+
     def daemon_logs(self, lines: int = 15) -> str:
         text = []
         for path in sorted(self.log.glob("*.log")):
@@ -183,6 +207,7 @@ class SlurmCluster:
         ctld, slurmd = free_port(), free_port()
         while slurmd == ctld:
             slurmd = free_port()
+        self.ports = {"slurmctld": ctld, "slurmd": slurmd}
         host = socket.gethostname().split(".")[0]
         user = "root"
         return f"""\
@@ -234,6 +259,13 @@ PartitionName=kw Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
             process = self.processes.get(name)
             if process is not None:
                 stop(process)
+
+
+def _address(hex_address: str) -> str:
+    """/proc/net/tcp's address (little-endian words) as text."""
+    raw = bytes.fromhex(hex_address)
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    return socket.inet_ntop(socket.AF_INET if len(words) == 4 else socket.AF_INET6, words)
 
 
 @contextmanager
