@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from test_mirror import check_pages
 
 from kernel_wheels.errors import UsageError
 from kernel_wheels.mirror.plan import Shard
@@ -237,6 +238,7 @@ def test_a_task_killed_and_requeued_leaves_the_bytes_of_one_run(
     assert [tasks[t].state for t in range(4)] == ["COMPLETED", "FAILED", "COMPLETED", "COMPLETED"], tasks
     killed = s3.snapshot(bucket, "k")
     assert killed != one_run  # task 1's part is missing (or half there)
+    assert check_pages(killed) > 0  # ... and no page names a missing or partial object
     # Re-run it as docs/mirror.md says: requeue the task, and start it now (a requeued task
     # waits out Slurm's credential lifetime, about two minutes, before it starts again).
     submitter.cluster.command("scontrol", "requeue", f"{job}_1")
