@@ -122,17 +122,17 @@ class Submitter:
         self.bin.mkdir()
         for name in ("home", "tmp", "hf-home", "kw-cache"):
             (self.folder / name).mkdir()
-        self.kill_task(None, 0)
+        self.install_tool()
 
-    def kill_task(self, task: int | None, writes: int) -> None:
+    def install_tool(self, kill_task: int | None = None, after_writes: int = 0) -> None:
         """The array's ``kernel-wheels``: the tool through support/audited.py (a line in
-        the audit log for any secret in a child's argv). With ``task``, that task's first
-        attempt SIGKILLs itself after its ``writes``-th write (the mirror's test hook), as
-        an out-of-memory kill or a lost node would end it."""
+        the audit log for any secret in a child's argv). With ``kill_task``, that task's
+        first attempt SIGKILLs itself with its ``after_writes``-th write (the mirror's test
+        hook), as an out-of-memory kill or a lost node would end it."""
         (self.folder / "audit-secrets.json").write_text(json.dumps(EVERY_SECRET))
-        kill = "" if task is None else (
-            f'if [ "${{SLURM_ARRAY_TASK_ID:-}}" = {task} ] && [ "${{SLURM_RESTART_COUNT:-0}}" = 0 ]; then\n'
-            f"  export KERNEL_WHEELS_MIRROR_KILL_AFTER_WRITES={writes}\nfi\n")
+        kill = "" if kill_task is None else (
+            f'if [ "${{SLURM_ARRAY_TASK_ID:-}}" = {kill_task} ] && [ "${{SLURM_RESTART_COUNT:-0}}" = 0 ]; then\n'
+            f"  export KERNEL_WHEELS_MIRROR_KILL_AFTER_WRITES={after_writes}\nfi\n")
         shim = self.bin / "kernel-wheels"
         shim.write_text(f"#!/bin/sh\n# kernel-wheels under the test suite's argv audit\n{kill}"
                         f"export KW_AUDIT_LOG={self.audit_log}\n"
@@ -232,7 +232,7 @@ def test_an_array_writes_the_bytes_of_one_run_into_a_bucket_and_a_folder(
 def test_a_task_killed_and_requeued_leaves_the_bytes_of_one_run(
         submitter: Submitter, s3: S3Server, one_run: dict[str, bytes]) -> None:
     bucket = new_bucket(s3)
-    submitter.kill_task(1, writes=4)  # task 1's first attempt dies with its 4th write
+    submitter.install_tool(kill_task=1, after_writes=4)  # task 1's first attempt dies with its 4th write
     job = submitter.sbatch("--array=0-3", SCRIPT, *REPOS, "--to", f"s3://{bucket}/k")
     tasks = submitter.cluster.wait_final(job, 4)
     assert [tasks[t].state for t in range(4)] == ["COMPLETED", "FAILED", "COMPLETED", "COMPLETED"], tasks
