@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue #41's sizing figures: the documented job script (deploy/mirror.sbatch) as a
+"""Issue #41's sizing figures: the documented job script (scripts/deploy/mirror.sbatch) as a
 Slurm array on a one-node test cluster, everything on loopback.
 
 The cluster, the olah Hub and moto's S3 server are the tests' own
@@ -58,8 +58,8 @@ def seconds(task: Task) -> float:
 
 
 def run_array(cluster: SlurmCluster, work: Path, env: dict[str, str], tasks: int, args: list[str]) -> dict:
-    job = cluster.sbatch(f"--array=0-{tasks - 1}", ROOT / "deploy" / "mirror.sbatch", *args, "--json",
-                         env=env, cwd=work)
+    script = ROOT / "scripts" / "deploy" / "mirror.sbatch"
+    job = cluster.sbatch(f"--array=0-{tasks - 1}", script, *args, "--json", env=env, cwd=work)
     done = cluster.wait_final(job, tasks)
     failed = {t: v.state for t, v in done.items() if v.state != "COMPLETED"}
     if failed:

@@ -1,7 +1,7 @@
 """Issue #41: the mirror's shards on a real batch engine, and ``--shard auto``.
 
 A one-node Slurm cluster of the test's own (support/slurm.py: slurmctld, slurmd and
-munged on 127.0.0.1) runs the documented job script, ``deploy/mirror.sbatch``, as
+munged on 127.0.0.1) runs the documented job script, ``scripts/deploy/mirror.sbatch``, as
 ``sbatch --array=...`` against the olah Hub and moto's S3 server on loopback (and a
 folder); the destination must equal one unsharded run's byte for byte, also when a task
 is killed and requeued, and when two arrays run over one destination at once. The
@@ -31,8 +31,8 @@ from support.mirror_hub import KERNELS, S3Server, folder_snapshot, mirror_hub, s
 from support.serve_hub import HubRepo, commit_of, hostile_hub, universal_files
 from support.slurm import SlurmCluster, Task, slurm_cluster, why_not
 
-SCRIPT = ROOT / "deploy" / "mirror.sbatch"
-MANIFEST = ROOT / "deploy" / "mirror-job.yaml"
+SCRIPT = ROOT / "scripts" / "deploy" / "mirror.sbatch"
+MANIFEST = ROOT / "scripts" / "deploy" / "mirror-job.yaml"
 DOC = ROOT / "docs" / "mirror.md"
 REPOS = sorted(KERNELS)
 ITEMS = sum(len(variants) for releases in KERNELS.values() for _, variants in releases)
@@ -153,7 +153,7 @@ class Submitter:
                 **CANARIES, **SHELL_CREDENTIALS}
 
     def sbatch(self, *args: str | Path) -> str:
-        """``sbatch ARGS... deploy/mirror.sbatch`` as docs/mirror.md says, from the
+        """``sbatch ARGS... scripts/deploy/mirror.sbatch`` as docs/mirror.md says, from the
         working folder."""
         assert not any(secret in str(arg) for arg in args for secret in EVERY_SECRET)
         return self.cluster.sbatch(*args, env=self.env, cwd=self.folder)
@@ -375,8 +375,8 @@ def _blocks(language: str) -> list[str]:
 
 
 def test_the_docs_show_the_job_script_and_the_manifest_the_tests_run() -> None:
-    assert SCRIPT.read_text() in _blocks("bash"), "docs/mirror.md does not hold deploy/mirror.sbatch verbatim"
-    assert MANIFEST.read_text() in _blocks("yaml"), "docs/mirror.md does not hold deploy/mirror-job.yaml verbatim"
+    assert SCRIPT.read_text() in _blocks("bash"), "docs/mirror.md does not hold scripts/deploy/mirror.sbatch verbatim"
+    assert MANIFEST.read_text() in _blocks("yaml"), "docs/mirror.md does not hold scripts/deploy/mirror-job.yaml verbatim"
     assert os.access(SCRIPT, os.X_OK)
     proc = subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
