@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..elf.fatbin import GpuCode
 from ..errors import UsageError
+from .decision import Decision
 
 if TYPE_CHECKING:
-    from .core import Decision
     from .environment import Environment
 
 _CAPABILITY = re.compile(r"(\d{1,2})\.(\d)")
