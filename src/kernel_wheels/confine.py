@@ -155,9 +155,9 @@ def read_regular(path: Path, what: str, error: Callable[[str], Exception],
 
 
 class Problem(enum.Enum):
-    """Why :func:`regular_files` refuses an entry of a folder."""
+    """Why :func:`regular_files` refuses an entry of a folder (the value: what it is)."""
 
-    OUTSIDE = "a symbolic link that leads outside its root"
+    OUTSIDE = "a symbolic link that leads outside"
     BROKEN = "a broken symbolic link"
     LOOP = "a symbolic link loop"
     FIFO = "a FIFO"
@@ -169,13 +169,23 @@ class Problem(enum.Enum):
 class Refusal:
     """One entry :func:`regular_files` refuses: its path as walked, its path relative to
     the walked folder (``""``: the folder itself) and the problem; ``reason`` says why a
-    loop is one (the operating system's words). The caller words the message: each
-    names its own input and what it refuses to do with it."""
+    loop is one (the operating system's words)."""
 
     path: Path
     relpath: str
     problem: Problem
     reason: str = ""
+
+    def message(self, named: str, root: str, refusing: str) -> str:
+        """The one line, for an entry the caller shows as ``named``, a root it calls
+        ``root`` (``the source``) and what it refuses to do (``pack it``)."""
+        if self.problem is Problem.BROKEN:
+            return f"{named} is {self.problem.value}"
+        if self.problem is Problem.OUTSIDE:
+            return f"{named} is {self.problem.value} {root}; refusing to {refusing}"
+        if self.problem is Problem.LOOP:
+            return f"{named} is {self.problem.value} ({self.reason}); refusing to {refusing}"
+        return f"{named} is {self.problem.value}, not a file; refusing to {refusing}"
 
 
 def regular_files(folder: Path, root: Path, refuse: Callable[[Refusal], Exception], *,

@@ -15,6 +15,7 @@ places of the tree is the tree's own business (a header kept once) and is follow
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 from ..confine import Problem, Refusal, leads_inside, regular_files, shown
@@ -68,14 +69,11 @@ def package_files(root: Path, package: Path) -> list[tuple[Path, str]]:
 
     def refused(refusal: Refusal) -> BuildError:
         named = shown(refusal.path.relative_to(root).as_posix())
-        if refusal.problem is Problem.OUTSIDE:
-            if not refusal.relpath:
-                return BuildError(f"{named} is a symbolic link (or inside one) that leads outside "
-                                  "the source tree; refusing to build from it")
-            return BuildError(f"{named} is a symbolic link that leads outside the source tree; "
-                              "refusing to build from it")
-        if refusal.problem in (Problem.BROKEN, Problem.LOOP):
-            return BuildError(f"{named} is a broken symbolic link")
-        return BuildError(f"{named} is {refusal.problem.value}, not a file; refusing to build from it")
+        if refusal.problem is Problem.OUTSIDE and not refusal.relpath:
+            return BuildError(f"{named} is a symbolic link (or inside one) that leads outside the "
+                              "source tree; refusing to build from it")
+        if refusal.problem is Problem.LOOP:  # said as a link that leads nowhere
+            refusal = replace(refusal, problem=Problem.BROKEN)
+        return BuildError(refusal.message(named, "the source tree", "build from it"))
 
     return regular_files(package, root, refused, skip_folders=SKIPPED_FOLDERS)

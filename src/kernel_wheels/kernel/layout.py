@@ -94,19 +94,11 @@ def _walk(variant_dir: Path, link_root: Path) -> list[tuple[Path, str]]:
     folder = variant_dir.name
 
     def refused(refusal: Refusal) -> VariantError:
+        if refusal.problem is Problem.OUTSIDE and not refusal.relpath:
+            return VariantError(f"{folder} (or the build/ folder holding it) is a symbolic link "
+                                "that leads outside the source; refusing to pack it")
         where = f"{folder}/{refusal.relpath}" if refusal.relpath else folder
-        if refusal.problem is Problem.LOOP:
-            return VariantError(f"{where} is a symbolic link loop ({refusal.reason}); refusing to "
-                                "pack it")
-        if refusal.problem is Problem.OUTSIDE:
-            if not refusal.relpath:
-                return VariantError(f"{folder} (or the build/ folder holding it) is a symbolic "
-                                    "link that leads outside the source; refusing to pack it")
-            return VariantError(f"{where} is a symbolic link that leads outside the source; "
-                                "refusing to pack it")
-        if refusal.problem is Problem.BROKEN:
-            return VariantError(f"{where} is a broken symbolic link")
-        return VariantError(f"{where} is {refusal.problem.value}, not a file; refusing to pack it")
+        return VariantError(refusal.message(where, "the source", "pack it"))
 
     try:
         return regular_files(variant_dir, link_root, refused,
