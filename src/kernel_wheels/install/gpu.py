@@ -44,10 +44,6 @@ class Gpu:
     def capability(self) -> str:
         return f"{self.major}.{self.minor}"
 
-    @property
-    def version(self) -> tuple[int, int]:
-        return self.major, self.minor
-
     def describe(self) -> str:
         what = f"compute capability {self.capability}"
         return f"{self.name} ({what})" if self.name else what
@@ -90,10 +86,11 @@ class GpuVerdict:
 def verdict(code: GpuCode | None, gpu: Gpu) -> GpuVerdict:
     if code is None:
         return GpuVerdict(None)
-    cubins = [name for name in code.cubins if runs_on(name, gpu.version)]
+    version = (gpu.major, gpu.minor)
+    cubins = [name for name in code.cubins if runs_on(name, version)]
     if cubins:
         return GpuVerdict(code, cubin=cubins[-1])
-    ptx = [name for name in code.ptx if runs_on(name, gpu.version)]
+    ptx = [name for name in code.ptx if runs_on(name, version)]
     return GpuVerdict(code, ptx=ptx[-1] if ptx else None)
 
 
