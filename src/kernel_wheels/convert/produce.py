@@ -75,7 +75,7 @@ def _gpu_properties(job: WheelJob, cancel: threading.Event | None) -> WheelJob:
     if job.variant_wheel is None or job.variant.backend != "cuda" or job.variant.noarch:
         return job
     from ..checks.facts import is_binary_name
-    from ..elf.fatbin import GpuCode
+    from ..kernel.gpu_archs import GpuCode
     from ..wheel.gpu_record import binaries_code
     from ..wheel.variant_label import VariantWheel, sm_arch_of_code, variant_wheel
 
