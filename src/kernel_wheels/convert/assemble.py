@@ -29,8 +29,8 @@ from ..wheel.metadata import (
     DescribedKernel,
     card_body,
     card_license,
+    license_fields,
     metadata_text,
-    normalise_license,
     provenance_text,
     wheel_text,
 )
@@ -86,13 +86,23 @@ def summary(name: str, variant: Variant) -> str:
 
 def describe(kernel_name: str, variant: Variant, meta: KernelMetadata, card: str | None,
              revision: Revision, warn: Callable[[str], None]) -> DescribedKernel:
+    """METADATA's facts from metadata.json (and the card); ``warn`` gets what the wheel
+    cannot carry as metadata.json means it: a format ``kernels`` no longer loads, a
+    dependency pinned to a revision."""
+    for line in (*meta.warnings, *(d.pip_cannot_pin() for d in meta.kernel_depends)):
+        if line:
+            warn(line)
+    expression, text = license_fields(meta.license or card_license(card))
     return DescribedKernel(
         summary=summary(kernel_name, variant),
         description=card_body(card),
-        license=normalise_license(meta.license or card_license(card), warn),
+        license=expression,
         requirements=tuple(python_requirements(meta.python_depends, meta.backend or variant.backend)
                            + kernel_requirements(meta.kernel_depends)),
         source_url=revision.url,
+        license_text=text,
+        project_urls=tuple((label, url) for label, url in (("Upstream", meta.upstream),
+                                                            ("Kernel source", meta.source)) if url),
     )
 
 
@@ -119,6 +129,11 @@ def provenance(revision: Revision, variant: Variant, layout: VariantLayout,
     }
     if repo_id is not None:
         record["repo_id"] = repo_id
+    if meta.kernel_depends:
+        # The dependencies as metadata.json pins them, and what each became: a revision
+        # pin has no Requires-Dist form (local-kernels holds installed kernels to it).
+        record["kernel_depends"] = [{**d.as_json(), "requirement": d.requirement()}
+                                    for d in meta.kernel_depends]
     return record
 
 

@@ -341,7 +341,12 @@ class _Conversion:
             # By design and harmless: a detail (-v), naming exactly the files left out.
             self.progress.detail(f"build/{variant.name}: {len(layout.left_out)} byte-code cache "
                                  f"file(s) left out by design: {', '.join(layout.left_out)}")
-        warn = lambda message: self.progress(f"warning: {variant.name}: {message}")  # noqa: E731
+        def warn(message: str) -> None:
+            # Each said once a run (a re-plan says nothing twice); every message names
+            # what it is about (a variant's metadata.json, a dependency of all of them).
+            if name_not_reported(self, "\0warning\0" + message):
+                self.progress(f"warning: {message}")
+
         return WheelJob(
             variant=variant,
             kernel_name=kernel_name,

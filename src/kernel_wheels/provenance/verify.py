@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..confine import shown
-from ..errors import ProvenanceError
+from ..errors import MetadataError, ProvenanceError
 from ..kernel.digest import digest_folder
 from .policy import Policy
 from .record import BuildFacts, Verification
@@ -46,8 +46,8 @@ def verify_files(kernel: str, variant: str, metadata: bytes | None, bundle: byte
         if policy.require_signature:
             raise _refuse(kernel, variant, "unsigned (no metadata.json.sigstore) and the policy "
                                            "requires a signature")
-        verification = Verification(kernel, variant, signed=False,
-                                    metadata_sha256=_sha(metadata), build=_build(metadata))
+        verification = Verification(kernel, variant, signed=False, metadata_sha256=_sha(metadata),
+                                    build=_build(kernel, variant, metadata))
         return enforce(replace(verification, publisher=publisher, trusted_publisher=trusted), policy)
     if metadata is None:
         raise _refuse(kernel, variant, "metadata.json.sigstore without the metadata.json it signs")
@@ -65,7 +65,7 @@ def verify_files(kernel: str, variant: str, metadata: bytes | None, bundle: byte
         kernel, variant, signed=True, identity=signed.identity, issuer=signed.issuer,
         log_index=signed.log_index, log_time=signed.integrated_time, trust_root=signed.trust_root,
         metadata_sha256=_sha(metadata), bundle_sha256=_sha(bundle), files_verified=len(expected),
-        publisher=publisher, trusted_publisher=trusted, build=_build(metadata))
+        publisher=publisher, trusted_publisher=trusted, build=_build(kernel, variant, metadata))
     return enforce(verification, policy)
 
 
@@ -146,11 +146,16 @@ def _sha(data: bytes | None) -> str | None:
     return hashlib.sha256(data).hexdigest() if data is not None else None
 
 
-def _build(metadata: bytes | None) -> BuildFacts:
+def _build(kernel: str, variant: str, metadata: bytes | None) -> BuildFacts:
+    """metadata.json's build provenance; a provenance kernels cannot read is refused
+    (kernels refuses to load such a build, and its dirty flag would go unseen)."""
     if metadata is None:
         return BuildFacts()
     try:
         raw = json.loads(metadata)
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-        return BuildFacts()
-    return BuildFacts.from_metadata(raw) if isinstance(raw, dict) else BuildFacts()
+        return BuildFacts()  # the metadata reader says why, in its own words
+    try:
+        return BuildFacts.from_metadata(raw) if isinstance(raw, dict) else BuildFacts()
+    except MetadataError as exc:
+        raise _refuse(kernel, variant, exc.message) from None

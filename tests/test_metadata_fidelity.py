@@ -1,0 +1,303 @@
+"""metadata.json exactly as kernels-data reads it, what the wheel carries of it, and the
+trust root (issue #38, points 5-7; docs/wheel-contract.md, docs/provenance.md).
+
+The judge is the real one: the `kernels` library's own reader (kernels-data, compiled into
+`kernels._rust`), given the same bytes as kernel-wheels. The starting point is
+kernels-data's own test file of a real Hub kernel's metadata.json (tests/data/README.md
+says where each file comes from). Signatures are real: the test deployment of
+scripts/make_test_signature.py, and one bundle signed on Sigstore's production instance.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.metadata import Metadata
+
+from kernel_wheels.errors import MetadataError
+from kernel_wheels.kernel.digest import digest_folder
+from kernel_wheels.kernel.metadata import read_kernel_metadata
+from support.helpers import one_line_error, read_member, run_cli
+
+DATA = Path(__file__).parent / "data"
+LEGACY = json.loads((DATA / "kernels-data" / "legacy-sha-provenance.json").read_text())
+BUILDER_SHA = "d0610aa58db33b142c86b59598a2a1c730f52996"
+KERNEL_SHA = "d45addadb0c380f3d7cc2813310b3bcd75f8aa9a"
+VARIANT = "torch-cpu"
+Change = Callable[[dict[str, Any]], None]
+
+
+def kernels_reads(raw: dict[str, Any]) -> bool:
+    """Whether the `kernels` library's reader (kernels-data) accepts these bytes."""
+    from kernels._rust import Metadata as KernelsMetadata
+
+    try:
+        KernelsMetadata.from_bytes(json.dumps(raw).encode())
+    except ValueError:
+        return False
+    return True
+
+
+def put(path: str, value: object) -> Change:
+    """A change to metadata.json at ``path`` (``provenance.kernel.sha``); ``...`` removes it."""
+    def change(raw: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        for key in parents:
+            raw = raw[key]
+        if value is ...:
+            del raw[last]
+        else:
+            raw[last] = value
+    return change
+
+
+def current(raw: dict[str, Any]) -> None:
+    """The format kernel-builder writes today: ``commit``, not the legacy ``sha``."""
+    for part in ("kernel-builder", "kernel"):
+        raw["provenance"][part]["commit"] = raw["provenance"][part].pop("sha")
+
+
+# (case, change, the key the refusal names; None: both readers accept it)
+CASES: list[tuple[str, Change, str | None]] = [
+    ("kernels-data's legacy file as it is", lambda raw: None, None),
+    ("the current provenance spelling", current, None),
+    ("provenance a number", put("provenance", 42), "'provenance'"),
+    ("provenance empty", put("provenance", {}), "'provenance.kernel-builder'"),
+    ("provenance null", put("provenance", None), None),
+    ("kernel commit without dirty", put("provenance.kernel.dirty", ...), "'provenance.kernel'"),
+    ("kernel dirty without commit", put("provenance.kernel.sha", ...), "'provenance.kernel'"),
+    ("kernel-builder commit without dirty", put("provenance.kernel-builder.dirty", ...),
+     "'provenance.kernel-builder'"),
+    ("kernel-builder dirty without commit", put("provenance.kernel-builder.sha", ...),
+     "'provenance.kernel-builder'"),
+    ("kernel-builder without version", put("provenance.kernel-builder.version", ...),
+     "'provenance.kernel-builder.version'"),
+    ("kernel provenance a string", put("provenance.kernel", "nonsense"), "'provenance.kernel'"),
+    ("kernel provenance null", put("provenance.kernel", None), None),
+    ("a commit that is not a git object id", put("provenance.kernel.sha", "not-an-oid"),
+     "'provenance.kernel.sha'"),
+    ("an abbreviated commit", put("provenance.kernel.sha", KERNEL_SHA[:7]), "'provenance.kernel.sha'"),
+    ("a SHA-256 commit in capitals", put("provenance.kernel.sha", "A" * 64), None),
+    ("a builder commit that is not an oid", put("provenance.kernel-builder.sha", "main"),
+     "'provenance.kernel-builder.sha'"),
+    ("both commit and sha", put("provenance.kernel.commit", KERNEL_SHA), "'provenance.kernel'"),
+    ("dirty a string", put("provenance.kernel.dirty", "no"), "'provenance.kernel.dirty'"),
+    ("an uppercase name", put("name", "Einops"), "'name'"),
+    ("a name with '_'", put("name", "my_kernel"), "'name'"),
+    ("a one-letter name", put("name", "e"), "'name'"),
+    ("a name ending in '-'", put("name", "einops-"), "'name'"),
+    ("no version", put("version", ...), "'version'"),
+    ("a negative version", put("version", -1), "'version'"),
+    ("a version string", put("version", "1"), "'version'"),
+    ("no id", put("id", ...), "'id'"),
+    ("no license", put("license", ...), "'license'"),
+    ("licence 'other'", put("license", "other"), None),
+    ("no python-depends", put("python-depends", ...), "'python-depends'"),
+    ("no backend", put("backend", ...), "'backend'"),
+    ("an unknown backend", put("backend", {"type": "universal"}), "'backend.type'"),
+    ("a TPU backend", put("backend", {"type": "tpu"}), None),
+    ("archs null", put("backend", {"type": "cuda", "archs": None}), None),
+    ("a sha512 digest", put("digest.algorithm", "sha512"), None),
+    ("an md5 digest", put("digest.algorithm", "md5"), "'digest.algorithm'"),
+    ("a digest without files", put("digest.files", ...), "'digest.files'"),
+    ("no digest", put("digest", None), None),
+    ("upstream over ftp", put("upstream", "ftp://example.com/x.git"), "'upstream'"),
+    ("upstream not a URL", put("upstream", "einops"), "'upstream'"),
+    ("upstream host:path", put("upstream", "github.com:org/repo"), "'upstream'"),
+    ("upstream in scp form", put("upstream", "git@github.com:arogozhnikov/einops.git"), None),
+    ("source a file URL", put("source", "file:///home/kernel"), "'source'"),
+    ("source git+https", put("source", "git+https://github.com/huggingface/kernels-community"), None),
+    ("a kernel pinned to a revision", put("kernel-depends", [{"repo-id": "acme/act", "revision": "v2"}]),
+     None),
+    ("a kernel by major version", put("kernel-depends", [{"repo-id": "acme/act", "version": 1}]), None),
+    ("version and revision", put("kernel-depends", [{"repo-id": "a/b", "version": 1, "revision": "x"}]),
+     "'kernel-depends'"),
+    ("neither version nor revision", put("kernel-depends", [{"repo-id": "a/b"}]), "'kernel-depends'"),
+    ("an unknown key in a dependency", put("kernel-depends", [{"repo-id": "a/b", "version": 1, "x": 1}]),
+     "'kernel-depends'"),
+    ("kernel-depends null", put("kernel-depends", None), "'kernel-depends'"),
+    ("a key from a newer writer", put("future-field", {"nested": [1]}), None),
+]
+
+
+def write_variant(folder: Path, raw: dict[str, Any]) -> Path:
+    variant = folder / VARIANT
+    variant.mkdir(parents=True, exist_ok=True)
+    (variant / "metadata.json").write_text(json.dumps(raw))
+    return variant / "metadata.json"
+
+
+@pytest.mark.parametrize("case, change, key", CASES, ids=[case for case, _, _ in CASES])
+def test_the_reader_judges_as_kernels_data(tmp_path: Path, case: str, change: Change,
+                                           key: str | None) -> None:
+    """Every verdict equals kernels-data's, on the same bytes; a refusal is one line naming
+    the file and the key. (Before: the legacy `sha` was read as no commit, and `provenance:
+    42`, an uppercase name, a missing version, a half provenance and a commit that is no
+    object id were all converted.)"""
+    raw = copy.deepcopy(LEGACY)
+    change(raw)
+    assert kernels_reads(raw) is (key is None), "the case no longer says what kernels-data does"
+    path = write_variant(tmp_path, raw)
+    if key is None:
+        assert read_kernel_metadata(path).name == raw["name"]
+        return
+    with pytest.raises(MetadataError) as refused:
+        read_kernel_metadata(path)
+    message = refused.value.message
+    assert message.startswith(f"{VARIANT}/metadata.json") and key in message and "\n" not in message
+
+
+def test_legacy_sha_is_the_commit_and_both_are_recorded() -> None:
+    """kernels-data's alias, read into the same values kernels reads."""
+    from kernels._rust import Metadata as KernelsMetadata
+
+    from kernel_wheels.provenance import BuildFacts
+
+    for raw in (LEGACY, {**LEGACY, "provenance": copy.deepcopy(LEGACY["provenance"])}):
+        theirs = KernelsMetadata.from_bytes(json.dumps(raw).encode()).provenance
+        facts = BuildFacts.from_metadata(raw)
+        assert (facts.kernel_commit, facts.builder_commit, facts.dirty) == \
+            (theirs.kernel.commit, theirs.kernel_builder.git.commit, theirs.dirty) == \
+            (KERNEL_SHA, BUILDER_SHA, False)
+    upper = copy.deepcopy(LEGACY)
+    upper["provenance"]["kernel"]["sha"] = KERNEL_SHA.upper()
+    assert BuildFacts.from_metadata(upper).kernel_commit == KERNEL_SHA  # lowercased, as kernels does
+
+
+@pytest.mark.parametrize("case, raw, ours, theirs", [
+    # kernel-builder before April 2026 wrote no name, id or licence (kernels < 0.14 loads
+    # such builds; the Hub keeps them): converted with a warning, not refused.
+    ("the format before kernels 0.14", {"python-depends": [], "version": 1}, "warn", False),
+    ("the format before kernels 0.14, no version", {"python-depends": ["einops"]}, "warn", False),
+    # A dependency must be a Hub repository (org/name): its wheels' name and LOCAL_KERNELS
+    # need one, though kernels-data takes any string.
+    ("a dependency that is not org/name", {**LEGACY, "kernel-depends": [{"repo-id": "act", "version": 1}]},
+     "refuse", True),
+    ("an empty revision", {**LEGACY, "kernel-depends": [{"repo-id": "a/b", "revision": ""}]}, "refuse", True),
+    # A METADATA header cannot carry a line break (kernels-data's URL parser drops it).
+    ("a line break in a URL", {**LEGACY, "upstream": "https://github.com/a/\nb"}, "refuse", True),
+])
+def test_where_kernel_wheels_parts_from_kernels_data(tmp_path: Path, case: str, raw: dict[str, Any],
+                                                     ours: str, theirs: bool) -> None:
+    """The deliberate differences, each with its reason (docs/wheel-contract.md)."""
+    assert kernels_reads(raw) is theirs
+    path = write_variant(tmp_path, raw)
+    if ours == "refuse":
+        with pytest.raises(MetadataError):
+            read_kernel_metadata(path)
+        return
+    meta = read_kernel_metadata(path)
+    assert meta.warnings == (f"{VARIANT}/metadata.json is in the format from before kernels 0.14 "
+                             "(no 'name'): converted, but kernels 0.14 and later do not load this build",)
+
+
+# -- to-wheel: what reaches the wheel -------------------------------------------------------------
+
+
+def noarch_kernel(root: Path, meta: dict[str, Any], *, variants: tuple[str, ...] = (VARIANT,),
+                  algorithm: str = "sha256") -> Path:
+    """A pure-Python kernel (folder source) whose variants carry ``meta`` and a digest."""
+    for name in variants:
+        variant = root / "build" / name
+        (variant / "act").mkdir(parents=True)
+        (variant / "__init__.py").write_text("VALUE = 1\n")
+        (variant / "act" / "__init__.py").write_text("from .. import *\n")
+        backend = {"type": name.removeprefix("torch-")}
+        digest = {"algorithm": algorithm, "files": digest_folder(variant, algorithm)}
+        (variant / "metadata.json").write_text(json.dumps({"backend": backend, **meta, "digest": digest}))
+    return root
+
+
+BASE = {"name": "act", "id": "_act_noarch", "version": 1, "license": "apache-2.0", "python-depends": []}
+
+
+def test_provenance_the_kernels_library_refuses_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    for number, (provenance, key) in enumerate([
+            (42, "'provenance'"),
+            ({"kernel-builder": {"version": "0.17.0", "sha": BUILDER_SHA}}, "'provenance.kernel-builder'"),
+            ({"kernel-builder": {"version": "0.17.0"}, "kernel": {"commit": "not-an-oid", "dirty": True}},
+             "'provenance.kernel.commit'")]):
+        source = noarch_kernel(tmp_path / f"k{number}", {**BASE, "provenance": provenance})
+        proc = run_cli("to-wheel", source, "1.0.0", "-o", tmp_path / f"out{number}", check=False)
+        one_line_error(proc, "metadata.json", key, status=1)
+        assert not (tmp_path / f"out{number}").exists() or not list((tmp_path / f"out{number}").iterdir())
+
+
+@pytest.mark.parametrize("change, key", [({"name": "Act"}, "'name'"), ({"version": None}, "'version'")])
+def test_names_and_versions_kernels_refuses_are_refused(tmp_path: Path, change: dict[str, Any],
+                                                        key: str) -> None:
+    meta = {k: v for k, v in {**BASE, **change}.items() if v is not None}
+    proc = run_cli("to-wheel", noarch_kernel(tmp_path / "k", meta), "1.0.0", "-o", tmp_path / "out",
+                   check=False)
+    one_line_error(proc, f"{VARIANT}/metadata.json: {key}", status=1)
+
+
+def test_legacy_sha_provenance_reaches_the_wheel(tmp_path: Path) -> None:
+    """Before: both commits were recorded as null."""
+    source = noarch_kernel(tmp_path / "k", {**BASE, "provenance": LEGACY["provenance"]})
+    run_cli("to-wheel", source, "1.0.0", "-o", tmp_path / "out")
+    build = json.loads(read_member(next((tmp_path / "out").glob("*.whl")), "kernel_wheels.verified.json"))["build"]
+    assert build == {"kernel_commit": KERNEL_SHA, "builder_commit": BUILDER_SHA,
+                     "builder_version": "0.17.0-dev0", "dirty": False}
+
+
+def test_the_format_before_kernels_0_14_converts_with_one_warning_per_file(tmp_path: Path) -> None:
+    source = noarch_kernel(tmp_path / "k", {"python-depends": []}, variants=("torch-cpu", "torch-cuda"))
+    proc = run_cli("to-wheel", source, "1.0.0", "-o", tmp_path / "out")
+    warnings = sorted(line for line in proc.stderr.splitlines() if line.startswith("warning:"))
+    assert warnings == [f"warning: {name}/metadata.json is in the format from before kernels 0.14 (no "
+                        "'name'): converted, but kernels 0.14 and later do not load this build"
+                        for name in ("torch-cpu", "torch-cuda")]
+    assert len(list((tmp_path / "out").glob("*.whl"))) == 2
+
+
+@pytest.mark.parametrize("licence, field", [("other", "License: other"), ("llama2", "License: llama2"),
+                                            ("apache-2.0", "License-Expression: Apache-2.0"),
+                                            ("MIT OR Apache-2.0", "License-Expression: MIT OR Apache-2.0")])
+def test_licence_and_urls_reach_core_metadata(tmp_path: Path, licence: str, field: str) -> None:
+    """A licence that is not SPDX is `License`, an SPDX one `License-Expression`; upstream
+    and source are Project-URLs. Before: 'other' gave no licence line, no URL came through."""
+    meta = {**BASE, "license": licence, "upstream": "git@github.com:acme/act.git",
+            "source": "https://github.com/acme/act-kernel"}
+    run_cli("to-wheel", noarch_kernel(tmp_path / "k", meta), "1.0.0", "-o", tmp_path / "out")
+    text = read_member(next((tmp_path / "out").glob("*.whl")), ".dist-info/METADATA")
+    parsed = Metadata.from_email(text, validate=True)
+    assert field in text.splitlines() and parsed.metadata_version == "2.4"
+    assert ("License-Expression" in text) is not ("License:" in text)
+    assert parsed.project_urls == {"Upstream": "ssh://git@github.com/acme/act.git",
+                                   "Kernel source": "https://github.com/acme/act-kernel"}
+
+
+def test_a_revision_pin_is_recorded_and_said_once(tmp_path: Path) -> None:
+    """pip cannot pin a Hub revision: the Requires-Dist names the kernel, the record keeps
+    the pin, and the run says so in one line (not one per variant). Before: the pin was
+    dropped without a word."""
+    depends = [{"repo-id": "acme/activation", "revision": "0123abcd"},
+               {"repo-id": "acme/layer-norm", "version": 2}]
+    source = noarch_kernel(tmp_path / "k", {**BASE, "kernel-depends": depends},
+                           variants=("torch-cpu", "torch-cuda"))
+    proc = run_cli("to-wheel", source, "1.0.0", "-o", tmp_path / "out")
+    said = [line for line in proc.stderr.splitlines() if "Requires-Dist" in line]
+    assert said == ["warning: kernel-depends pins acme/activation to revision '0123abcd', which a "
+                    "Requires-Dist cannot express: the wheels require 'activation' of any version and "
+                    "record the pin in their kernel_wheels.json (local-kernels checks it)"]
+    for wheel in (tmp_path / "out").glob("*.whl"):
+        requires = Metadata.from_email(read_member(wheel, ".dist-info/METADATA")).requires_dist or []
+        assert [str(r) for r in requires][1:] == ["activation", "layer-norm<3,>=2"]
+        record = json.loads(read_member(wheel, "kernel_wheels.json"))
+        assert record["kernel_depends"] == [
+            {"repo-id": "acme/activation", "revision": "0123abcd", "requirement": "activation"},
+            {"repo-id": "acme/layer-norm", "version": 2, "requirement": "layer-norm>=2,<3"}]
+
+
+# -- sha512 digests ---------------------------------------------------------------------------
+
+
+# -- the trust root -----------------------------------------------------------------------------
+
+
