@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,8 @@ from packaging.metadata import Metadata
 from kernel_wheels.errors import MetadataError
 from kernel_wheels.kernel.digest import digest_folder
 from kernel_wheels.kernel.metadata import read_kernel_metadata
-from support.helpers import one_line_error, read_member, run_cli
+from support.helpers import UV, make_venv, one_line_error, read_member, run_cli
+from support.servers_index import pip_env
 
 DATA = Path(__file__).parent / "data"
 LEGACY = json.loads((DATA / "kernels-data" / "legacy-sha-provenance.json").read_text())
@@ -293,6 +295,43 @@ def test_a_revision_pin_is_recorded_and_said_once(tmp_path: Path) -> None:
         assert record["kernel_depends"] == [
             {"repo-id": "acme/activation", "revision": "0123abcd", "requirement": "activation"},
             {"repo-id": "acme/layer-norm", "version": 2, "requirement": "layer-norm>=2,<3"}]
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_local_kernels_holds_installed_kernels_to_their_pins(tmp_path: Path) -> None:
+    """LOCAL_KERNELS maps a repository to one folder for every revision: local-kernels
+    names each pin the installed kernel is not known to meet (its commit, an abbreviation
+    of it, its release tag). Before: pins were not read at all."""
+    dep = noarch_kernel(tmp_path / "dep", {**BASE, "name": "dep", "id": "_dep_noarch"})
+    git(tmp_path, "init", "-q", "-b", "main", str(dep))
+    git(dep, "add", "-A")
+    git(dep, "commit", "-qm", "v1.0.0")
+    git(dep, "tag", "v1.0.0")
+    commit = git(dep, "rev-parse", "HEAD")
+    run_cli("to-wheel", dep, "1.0.0", "--repo-id", "acme/dep", "-o", tmp_path / "wheels")
+    for name, revision in (("app-commit", commit[:12]), ("app-tag", "v1.0.0"), ("app-other", "f" * 40)):
+        meta = {**BASE, "name": name, "id": f"_{name}", "kernel-depends": [{"repo-id": "acme/dep",
+                                                                              "revision": revision}]}
+        run_cli("to-wheel", noarch_kernel(tmp_path / name, meta), "1.0.0", "--repo-id", f"acme/{name}",
+                "-o", tmp_path / "wheels")
+    python = make_venv(tmp_path / "venv")
+    subprocess.run([UV, "pip", "install", "-q", "--no-deps", "--python", str(python),
+                    *map(str, (tmp_path / "wheels").glob("*.whl"))], check=True, capture_output=True,
+                   env=pip_env())
+    proc = run_cli("local-kernels", "--python", python)
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == [f"warning: app-other pins acme/dep to revision '{'f' * 40}', but the installed dep "
+                        f"1.0.0+cpu (commit {commit}, release v1.0.0) is not known to be it, and LOCAL_KERNELS "
+                        "gives it to kernels for every revision"]
+    assert sorted(entry.split("=")[0] for entry in proc.stdout.strip().split(":")) == \
+        ["acme/app-commit", "acme/app-other", "acme/app-tag", "acme/dep"]
+    listed = {k["distribution"]: k for k in json.loads(run_cli("local-kernels", "--python", python,
+                                                               "--json").stdout)}
+    assert listed["app-tag"]["kernel_depends_pinned"] == [{"repo_id": "acme/dep", "revision": "v1.0.0"}]
 
 
 # -- sha512 digests ---------------------------------------------------------------------------
