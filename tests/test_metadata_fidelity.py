@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 from packaging.metadata import Metadata
+from test_check import rewrite
+from test_provenance import make_signature
 
 from kernel_wheels.errors import MetadataError
 from kernel_wheels.kernel.digest import digest_folder
@@ -335,6 +337,44 @@ def test_local_kernels_holds_installed_kernels_to_their_pins(tmp_path: Path) -> 
 
 
 # -- sha512 digests ---------------------------------------------------------------------------
+
+
+def test_a_sha512_digest_is_verified_both_ways(tmp_path: Path) -> None:
+    """Before: 'digest algorithm sha512 is not checked', so a changed file passed."""
+    source = noarch_kernel(tmp_path / "k", BASE, algorithm="sha512")
+    run_cli("to-wheel", source, "1.0.0", "-o", tmp_path / "out")
+    (wheel,) = (tmp_path / "out").glob("*.whl")
+    checked = run_cli("check", "-v", wheel)
+    assert "pass: [digest] 2 files match metadata.json's digest" in checked.stdout
+    tampered = rewrite(wheel, tmp_path / wheel.name, {f"act/{VARIANT}/__init__.py": b"VALUE = 2\n"},
+                       update_record=True)
+    proc = run_cli("check", tampered, check=False)
+    assert proc.returncode == 1
+    assert f"fail: [digest] act/{VARIANT}/__init__.py differs from its metadata.json digest" in proc.stdout
+
+
+def test_a_signed_sha512_digest_converts_and_is_reverified(tmp_path: Path) -> None:
+    """kernels-data signs either algorithm; before, a signed sha512 digest was refused."""
+    from kernel_wheels.provenance import Policy, verify_variant_folder
+
+    source = noarch_kernel(tmp_path / "k", BASE, algorithm="sha512")
+    variant = source / "build" / VARIANT
+    root = tmp_path / "root.json"
+    make_signature(variant / "metadata.json", variant / "metadata.json.sigstore", root)
+    found = verify_variant_folder(variant, "acme/act", Policy(trusted_root=root))
+    assert found.signed and found.files_verified == 2
+    run_cli("to-wheel", source, "1.0.0", "-o", tmp_path / "out", "--trusted-root", root,
+            "--require-signature")
+    (wheel,) = (tmp_path / "out").glob("*.whl")
+    assert json.loads(read_member(wheel, "kernel_wheels.verified.json"))["files_verified"] == 2
+    assert run_cli("verify", wheel, "--trusted-root", root).returncode == 0
+    tampered = rewrite(wheel, tmp_path / wheel.name, {f"act/{VARIANT}/__init__.py": b"VALUE = 2\n"},
+                       update_record=True)
+    proc = run_cli("verify", tampered, "--trusted-root", root, check=False)
+    assert proc.returncode == 1 and "__init__.py differs from its signed digest" in proc.stdout
+    (variant / "__init__.py").write_text("VALUE = 3\n")
+    proc = run_cli("to-wheel", source, "1.0.0", "-o", tmp_path / "out2", "--trusted-root", root, check=False)
+    one_line_error(proc, "__init__.py differs from its signed digest", status=1)
 
 
 # -- the trust root -----------------------------------------------------------------------------

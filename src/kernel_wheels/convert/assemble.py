@@ -21,6 +21,7 @@ from ..kernel.metadata import KernelMetadata, kernel_requirements, python_requir
 from ..kernel.revision import Revision
 from ..kernel.variants import Variant
 from ..provenance import VERIFIED_FILE, Verification
+from ..provenance.verify import SignedDigest
 from ..wheel.gpu_record import gpu_record_member
 from ..wheel.guard import guard_member
 from ..wheel.loader import loader_member
@@ -67,8 +68,8 @@ class WheelJob:
     variant_wheel: VariantWheel | None = None
     #: What the variant's provenance proved (``<dist-info>/kernel_wheels.verified.json``).
     verification: Verification | None = None
-    #: A signed variant's digest (relpath, base64 sha256): the packed bytes must match it.
-    signed_files: tuple[tuple[str, str], ...] = ()
+    #: A signed variant's digest: the packed bytes must match it.
+    signed_digest: SignedDigest | None = None
 
     def plan(self, tags: TagOptions | None = None) -> WheelPlan:
         label = self.variant_wheel.label if self.variant_wheel else None
