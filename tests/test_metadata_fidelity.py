@@ -11,21 +11,26 @@ scripts/make_test_signature.py, and one bundle signed on Sigstore's production i
 from __future__ import annotations
 
 import copy
+import importlib.metadata
 import json
 import subprocess
+import sys
+import tomllib
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from packaging.metadata import Metadata
+from packaging.version import Version
 from test_check import rewrite
 from test_provenance import make_signature
 
 from kernel_wheels.errors import MetadataError
 from kernel_wheels.kernel.digest import digest_folder
 from kernel_wheels.kernel.metadata import read_kernel_metadata
-from support.helpers import UV, make_venv, one_line_error, read_member, run_cli
+from support.helpers import ROOT, UV, make_venv, one_line_error, read_member, run_cli
 from support.servers_index import pip_env
 
 DATA = Path(__file__).parent / "data"
@@ -380,3 +385,85 @@ def test_a_signed_sha512_digest_converts_and_is_reverified(tmp_path: Path) -> No
 # -- the trust root -----------------------------------------------------------------------------
 
 
+def _keys(root: dict[str, Any]) -> set[tuple[str, str]]:
+    """Every key and certificate a trusted root trusts, by kind."""
+    found = {(kind, log["publicKey"]["rawBytes"]) for kind in ("tlogs", "ctlogs") for log in root.get(kind, [])}
+    for kind in ("certificateAuthorities", "timestampAuthorities"):
+        found |= {(kind, cert["rawBytes"]) for authority in root.get(kind, [])
+                  for cert in authority["certChain"]["certificates"]}
+    return found
+
+
+def test_the_trust_root_is_no_older_than_the_one_kernels_fetches() -> None:
+    """kernel-wheels' production root holds every log, CA and timestamp authority of the
+    root Sigstore's TUF repository serves today (what `kernels` gets online), the Rekor v2
+    log among them; the floor the code states is pyproject's, and the installed sigstore
+    meets it. Before: `sigstore>=4.0`, whose root lacks the Rekor v2 log."""
+    from kernel_wheels.provenance.policy import Policy
+    from kernel_wheels.provenance.signature import REKOR_V2_LOG, SIGSTORE_FLOOR, _root_bytes, has_rekor_v2
+
+    served = json.loads((DATA / "sigstore" / "production_trusted_root.json").read_text())
+    ours_bytes, name = _root_bytes(Policy())
+    assert name == "sigstore-production"
+    assert _keys(served) <= _keys(json.loads(ours_bytes))
+    assert [log["baseUrl"] for log in served["tlogs"] if log["logId"]["keyId"] == REKOR_V2_LOG[1]] == \
+        [REKOR_V2_LOG[0]]
+    assert has_rekor_v2(ours_bytes)
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert f"sigstore>={SIGSTORE_FLOOR}" in dependencies
+    assert Version(importlib.metadata.version("sigstore")) >= Version(SIGSTORE_FLOOR)
+    older = {**served, "tlogs": [log for log in served["tlogs"] if log["logId"]["keyId"] != REKOR_V2_LOG[1]]}
+    assert not has_rekor_v2(json.dumps(older).encode())  # sigstore 4.0.0's root, in effect
+
+
+BUNDLE_SIGNER = "https://github.com/trailofbits/rfc8785.py/.github/workflows/release.yml@refs/tags/v0.1.2"
+OFFLINE = """
+import json, sys
+from pathlib import Path
+from kernel_wheels.provenance.policy import Policy, parse_signer
+from kernel_wheels.provenance.signature import SignatureRefused, verify_bundle
+artifact, bundle = Path(sys.argv[1]).read_bytes(), Path(sys.argv[2]).read_bytes()
+policies = {"signer": Policy(signers=(parse_signer(sys.argv[3]),)), "default": Policy()}
+found = {}
+for name, policy in policies.items():
+    for label, data in (("artifact", artifact), ("changed", artifact + b"x")):
+        try:
+            signed = verify_bundle(data, bundle, policy)
+            found[f"{name} {label}"] = [signed.identity, signed.issuer, signed.log_index, signed.trust_root]
+        except SignatureRefused as exc:
+            found[f"{name} {label}"] = str(exc)
+print(json.dumps(found))
+"""
+
+
+def test_a_production_signed_bundle_verifies_offline() -> None:
+    """A bundle signed on Sigstore's production instance by a GitHub Actions workflow,
+    verified by kernel-wheels' own code against the production root with every network
+    route closed (a proxy that refuses, no Hub, no TUF)."""
+    assets = DATA / "sigstore"
+    env = {**pip_env(), "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
+           "NO_PROXY": "", "no_proxy": "", "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": f"{ROOT / 'src'}"}
+    proc = subprocess.run([sys.executable, "-c", OFFLINE, str(assets / "bundle_v3_github.whl"),
+                           str(assets / "bundle_v3_github.whl.sigstore"),
+                           f"https://token.actions.githubusercontent.com={BUNDLE_SIGNER}"],
+                          capture_output=True, text=True, env=env, check=True)
+    assert json.loads(proc.stdout) == {
+        "signer artifact": [BUNDLE_SIGNER, "https://token.actions.githubusercontent.com", 79605083,
+                            "sigstore-production"],
+        "signer changed": "the bundle does not sign this metadata.json (another artifact, or the file "
+                          "was changed)",
+        "default artifact": "signed by a signer the policy does not accept",
+        "default changed": "signed by a signer the policy does not accept",  # sigstore asks it first
+    }
+    with zipfile.ZipFile(assets / "bundle_v3_github.whl") as wheel:  # the artifact is what it says
+        assert "rfc8785-0.1.2.dist-info/METADATA" in wheel.namelist()
+
+
+def test_the_stored_assets_are_unchanged() -> None:
+    """tests/data/README.md's checksums: the files are the originals."""
+    import hashlib
+
+    readme = (DATA / "README.md").read_text()
+    for path in [*(DATA / "sigstore").iterdir(), *(DATA / "kernels-data").iterdir()]:
+        assert f"`{hashlib.sha256(path.read_bytes()).hexdigest()[:8]}…` {path.name}" in readme, path
