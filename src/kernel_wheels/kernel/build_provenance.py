@@ -13,7 +13,6 @@ library refuses to load is refused here too:
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -88,8 +87,10 @@ def _git_state(entry: dict[str, Any], key: str, where: str, *, required: bool) -
         raise MetadataError(f"{where}: '{key}' has '{has}' without '{lacks}' (kernels requires "
                             "both together)")
     commit, dirty = entry[commit_key], entry["dirty"]
-    if not isinstance(commit, str) or not _OID.fullmatch(commit):
-        raise MetadataError(f"{where}: '{key}.{commit_key}' {shown(json.dumps(commit), 80)} is not a git "
+    if not isinstance(commit, str):
+        raise MetadataError(f"{where}: '{key}.{commit_key}' must be a git commit id, not {_kind(commit)}")
+    if not _OID.fullmatch(commit):
+        raise MetadataError(f"{where}: '{key}.{commit_key}' {shown(repr(commit), 80)} is not a git "
                             "commit id (40 or 64 hexadecimal digits)")
     if not isinstance(dirty, bool):
         raise MetadataError(f"{where}: '{key}.dirty' must be true or false, not {_kind(dirty)}")
