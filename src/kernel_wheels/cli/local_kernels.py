@@ -38,7 +38,7 @@ def register(commands: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import UsageError
-    from ..install.installed import installed_kernels, local_kernels_value
+    from ..install.installed import installed_kernels, local_kernels_value, unmet_pins
 
     kernels = installed_kernels(args.python)
     if args.json:
@@ -50,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
                           "it has no repository id to map")
         elif ":" in str(kernel.path) or "=" in kernel.repo_id:
             raise UsageError(f"{kernel.path} holds ':', which LOCAL_KERNELS cannot carry")
+    for line in unmet_pins(kernels):
+        args.progress(f"warning: {line}")
     value = local_kernels_value(kernels)
     if not value:
         args.progress("no kernel wheel from the Hub is installed there")
