@@ -84,7 +84,7 @@ def register(commands: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import UsageError
-    from ..mirror.listing import HubLister, dedupe, locked_listings, organisation_repos
+    from ..mirror.listing import HubLister, gather
     from ..mirror.pipeline import MirrorOptions, mirror, refuse_removals
     from ..mirror.plan import Shard, VersionSelection
     from ..mirror.store import is_index_url, open_destination, with_faults
@@ -107,15 +107,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         store = with_faults(open_destination(args.to, network=network(args)))
     lister = HubLister(network(args), args.repo_type)
-    repos = list(args.repos)
     progress = from_args(args)
     if options.shard.source:  # --shard auto: which part, and from what
         progress(f"shard {options.shard} from {options.shard.source}")
-    for org in args.org:
-        repos += organisation_repos(org, lister.network, warn=progress)
-    listings = [lister.list(repo) for repo in dedupe(repos)]
-    if args.lock:
-        listings += locked_listings(args.lock, lister, options.filters)
+    listings = gather(lister, args.repos, args.org, args.lock, options.filters, warn=progress)
     renderer = _Renderer(progress)
     try:
         result = mirror(listings, store, options, lister=lister, progress=renderer, uploads=uploads)

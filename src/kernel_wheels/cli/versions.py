@@ -40,11 +40,16 @@ def run(args: argparse.Namespace) -> int:
     if not versions:
         args.progress(f"{source.display} has no versions (no vX.Y.Z tags or vN branches)")
         return 0
-    rows = [(v.version, "release" if v.kind == "release" else "major (newest build)", v.ref,
+    kinds = {"release": "release", "major": "major (newest build)"}
+    rows = [(v.version, kinds[v.kind] + (" (ambiguous)" if v.rivals else ""), v.ref,
              v.commit[:12], f"{v.variants} variant{'s' if v.variants != 1 else ''}")
             for v in versions]
     header = ("version", "kind", "ref", "commit", "builds")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    for version in versions:
+        if version.ambiguity:
+            args.progress(f"warning: {version.ambiguity}: to-wheel, serve and mirror refuse it "
+                          "(remove one tag, or convert one commit with --revision COMMIT)")
     return 0
