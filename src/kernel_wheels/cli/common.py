@@ -108,6 +108,19 @@ def add_filters(parser: argparse.ArgumentParser) -> None:
                        help="only this OS: linux, darwin, windows (repeatable)")
 
 
+def add_source_options(parser: argparse.ArgumentParser, *, filters: bool = False,
+                       policy: bool = False) -> None:
+    """The options of a command that reads a kernel source, in the order --help lists
+    them: the variant selection (``filters``), the Hub repository type, the network, the
+    provenance policy (``policy``)."""
+    if filters:
+        add_filters(parser)
+    add_source(parser)
+    add_network(parser)
+    if policy:
+        add_policy(parser)
+
+
 def filters(args: argparse.Namespace) -> VariantFilter:
     from ..kernel.selection import VariantFilter
 

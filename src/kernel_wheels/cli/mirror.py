@@ -13,9 +13,7 @@ from .common import (
     Commands,
     add_command,
     add_filters,
-    add_network,
-    add_policy,
-    add_source,
+    add_source_options,
     filters,
     network,
     policy,
@@ -85,9 +83,7 @@ def register(commands: Commands) -> argparse.ArgumentParser:
                     help="wheels produced at once per release, and processes writing pages "
                          "(default: one per CPU)")
     mp.add_argument("--json", action="store_true", help="print one JSON document on stdout")
-    add_source(mp)
-    add_network(mp)
-    add_policy(mp)
+    add_source_options(mp, policy=True)
     return mp
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .common import Commands, add_command, add_network, add_policy, add_source, network, policy, stderr
+from .common import Commands, add_command, add_source_options, network, policy, stderr
 
 if TYPE_CHECKING:
     from ..serve.settings import ServeSettings
@@ -77,9 +77,7 @@ def register(commands: Commands) -> argparse.ArgumentParser:
     sv.add_argument("--unlisted", choices=["fail", "degraded"], default="fail",
                     help="a kernel that cannot be listed at start-up: fail (do not start, the "
                          "default) or degraded (serve the others; /healthz says degraded)")
-    add_source(sv)
-    add_network(sv)
-    add_policy(sv)
+    add_source_options(sv, policy=True)
     return sv
 
 

@@ -8,18 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .common import (
-    Commands,
-    add_command,
-    add_filters,
-    add_network,
-    add_policy,
-    add_source,
-    filters,
-    network,
-    policy,
-    positive_int,
-)
+from .common import Commands, add_command, add_source_options, filters, network, policy, positive_int
 
 if TYPE_CHECKING:
     from ..convert.pipeline import ConvertOptions, WheelResult
@@ -65,10 +54,7 @@ def register(commands: Commands) -> argparse.ArgumentParser:
                     help="wheels produced at once, in worker processes (default: one per CPU)")
     tw.add_argument("--json", action="store_true",
                     help="print a JSON result on stdout (a JSON error object on failure)")
-    add_filters(tw)
-    add_source(tw)
-    add_network(tw)
-    add_policy(tw)
+    add_source_options(tw, filters=True, policy=True)
     return tw
 
 

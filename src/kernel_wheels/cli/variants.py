@@ -5,16 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import (
-    Commands,
-    add_command,
-    add_filters,
-    add_network,
-    add_source,
-    filters,
-    network,
-    print_table,
-)
+from .common import Commands, add_command, add_source_options, filters, network, print_table
 
 
 def register(commands: Commands) -> argparse.ArgumentParser:
@@ -32,9 +23,7 @@ def register(commands: Commands) -> argparse.ArgumentParser:
                          "(branch v1); default: the default branch")
     va.add_argument("--revision", help="branch, tag or commit (default: the default branch)")
     va.add_argument("--json", action="store_true", help="print JSON on stdout")
-    add_filters(va)
-    add_source(va)
-    add_network(va)
+    add_source_options(va, filters=True)
     return va
 
 

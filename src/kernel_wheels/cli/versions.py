@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import Commands, add_command, add_network, add_source, network, print_table
+from .common import Commands, add_command, add_source_options, network, print_table
 
 
 def register(commands: Commands) -> argparse.ArgumentParser:
@@ -19,8 +19,7 @@ def register(commands: Commands) -> argparse.ArgumentParser:
                "  kernel-wheels versions ./img2gray-repo --json\n")
     ve.add_argument("source", help="Hub repo id (org/name), or git repository path or URL")
     ve.add_argument("--json", action="store_true", help="print JSON on stdout")
-    add_source(ve)
-    add_network(ve)
+    add_source_options(ve)
     return ve
 
 
