@@ -252,12 +252,12 @@ def symbol_versions(build: Path) -> dict[str, Any]:
     """Per extension: the newest version it imports of each library's symbols, and any
     import above manylinux_2_28 (the symbol table, not the wheel's tag)."""
     from kernel_wheels.building.config import version_tuple
-    from kernel_wheels.building.extension_check import dynamic_symbols
+    from kernel_wheels.building.extension_check import imports_of
     from kernel_wheels.building.symbol_versions import over_limit
 
     found: dict[str, Any] = {}
     for so in sorted(build.glob("*/*.so")):
-        imports = dynamic_symbols(so).versioned_imports
+        imports = imports_of(so)
         newest: dict[str, str] = {}
         for _, version in imports:
             prefix, _, number = version.rpartition("_")

@@ -73,6 +73,9 @@ def test_every_top_level_module_is_a_wing_or_on_the_floor() -> None:
     # The ELF reader serves the checks and the builder: it uses neither.
     ("elf/reader.py", "from ..checks import report  # noqa\n",
      "kernel_wheels.elf.reader -> kernel_wheels.checks.report"),
+    # The domain's values (GpuCode) lie below the ELF reader that returns them.
+    ("kernel/gpu_archs.py", "from ..elf import fatbin  # noqa\n",
+     "kernel_wheels.kernel.gpu_archs -> kernel_wheels.elf.fatbin"),
     # The floor reaching up.
     ("errors.py", "from .kernel import variants  # noqa\n",
      "kernel_wheels.errors -> kernel_wheels.kernel.variants"),

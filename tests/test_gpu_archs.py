@@ -29,9 +29,10 @@ from elftools.elf.elffile import ELFFile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernel_wheels.elf.fatbin import FatbinError, GpuCode, read_fatbin
+from kernel_wheels.elf.fatbin import FatbinError, read_fatbin
 from kernel_wheels.elf.reader import ElfError, read_elf, read_elf_bytes
 from kernel_wheels.kernel.digest import digest_folder
+from kernel_wheels.kernel.gpu_archs import GpuCode, parse_capability, runs_on, sort_code_names
 from support.helpers import cuda_python, one_line_error, run_cli
 
 NVCC = Path(os.environ.get("KW_NVCC", "/usr/local/cuda/bin/nvcc"))
@@ -544,3 +545,61 @@ def test_variant_wheels_name_the_gpus_the_binaries_hold(gpu_binaries: dict[str, 
     assert proc.returncode == 1
     assert ("  fail: [gpu] variant.json says nvidia :: sm_arch 80_real, 90_real, but the binaries hold "
             "100f_real, 120_real, 80_real, 86_real, 90_real, 90_virtual") in proc.stdout.splitlines()
+
+
+# --- the grammar and CUDA's rules, written once (kernel/gpu_archs.py) ---------------------
+
+
+@pytest.mark.parametrize(("text", "code"), [
+    ("8.0", (("sm_80",), ())),
+    ("9.0+PTX", (("sm_90",), ("compute_90",))),
+    ("9.0a", (("sm_90a",), ())),
+    ("10.0f+PTX", (("sm_100f",), ("compute_100f",))),
+    ("12.1", (("sm_121",), ())),
+    ("10.10", None),  # a capability to kernel-builder, but nvcc's names hold one minor digit
+    ("99999.0", None),
+])
+def test_a_capability_stands_for_nvccs_device_code(text: str, code: tuple[tuple[str, ...], ...] | None) -> None:
+    capability = parse_capability(text)
+    assert capability is not None
+    assert capability.code == (GpuCode(*code) if code else None)
+
+
+@pytest.mark.parametrize("text", ["", "8", "8.", ".0", "8.0b", "8.0+ptx", "8.0+PTX+PTX", " 8.0", "sm_80",
+                                  "\u0668.\u0660"])
+def test_what_is_not_a_capability(text: str) -> None:
+    assert parse_capability(text) is None
+
+
+#: (device code, GPU capability) -> runs: CUDA's rules for machine code and for PTX.
+RUNS = {
+    ("sm_80", (8, 0)): True, ("sm_80", (8, 6)): True, ("sm_86", (8, 0)): False,
+    ("sm_80", (9, 0)): False,  # machine code stays within its major version
+    ("sm_90a", (9, 0)): True, ("sm_90a", (9, 1)): False,  # architecture-specific: that one only
+    ("sm_100f", (10, 3)): True, ("sm_100f", (12, 0)): False,  # family code: the same major version
+    ("compute_80", (9, 0)): True, ("compute_80", (12, 1)): True, ("compute_90", (8, 6)): False,
+    ("compute_90a", (9, 0)): True, ("compute_90a", (10, 0)): False,
+    ("compute_100f", (10, 3)): True, ("compute_100f", (12, 0)): False,
+    ("sm_8", (8, 0)): False, ("lto_80", (8, 0)): False, ("sm_1000", (100, 0)): False,  # not names
+}
+
+
+@pytest.mark.parametrize(("name", "gpu"), list(RUNS))
+def test_which_device_code_runs_on_which_gpu(name: str, gpu: tuple[int, int]) -> None:
+    assert runs_on(name, gpu) is RUNS[name, gpu]
+
+
+def test_a_capability_runs_where_its_code_runs() -> None:
+    for text in ("8.0", "8.0+PTX", "9.0a", "9.0a+PTX", "10.0f", "10.0f+PTX"):
+        capability = parse_capability(text)
+        assert capability is not None and capability.code is not None
+        for gpu in ((7, 5), (8, 0), (8, 6), (9, 0), (10, 0), (10, 3), (12, 0)):
+            held = (*capability.code.cubins, *capability.code.ptx)
+            assert capability.runs_on(gpu) is any(runs_on(name, gpu) for name in held), (text, gpu)
+
+
+def test_device_code_sorts_by_architecture_then_suffix() -> None:
+    assert sort_code_names(["sm_120", "sm_90a", "sm_100f", "sm_90", "sm_80", "sm_90"]) == (
+        "sm_80", "sm_90", "sm_90a", "sm_100f", "sm_120")
+    assert GpuCode(("sm_90",), ("compute_90",)).union(GpuCode(("sm_80",), ())) == \
+        GpuCode(("sm_80", "sm_90"), ("compute_90",))

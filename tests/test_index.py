@@ -222,9 +222,10 @@ def multi_wheels(tmp_path_factory: pytest.TempPathFactory, cpu_build: Path,
             shutil.copy(foreign_binaries[key], variant / "_img2gray_x.abi3.so")
         (variant / "img2gray").mkdir()
         (variant / "img2gray" / "__init__.py").write_text("from .. import *\n")
+        backend = "cuda" if "-cu1" in name else "metal" if "-metal-" in name else "cpu"
         meta = {"name": "img2gray", "id": "_img2gray_x", "version": 1, "license": "apache-2.0",
-                "python-depends": [], "digest": {"algorithm": "sha256",
-                                                 "files": digest_folder(variant)}}
+                "python-depends": [], "backend": {"type": backend},
+                "digest": {"algorithm": "sha256", "files": digest_folder(variant)}}
         (variant / "metadata.json").write_text(json.dumps(meta))
     out = tmp_path_factory.mktemp("multi-wheels")
     run_cli("to-wheel", root, "1.1.2", "-o", out)

@@ -319,15 +319,16 @@ def test_unknown_python_depends_is_an_error(cpu_build: Path, tmp_path: Path) -> 
     assert "unknown python-depends 'left-pad' for backend cpu" in proc.stderr
 
 
-def test_unknown_licence_is_left_out_with_a_warning(cpu_build: Path, tmp_path: Path) -> None:
+def test_a_licence_that_is_not_spdx_is_the_license_field(cpu_build: Path, tmp_path: Path) -> None:
+    """The Hub's 'other' is no SPDX expression: it is kept as License (#38.5)."""
     variant = tmp_path / "k" / "build" / cpu_build.name
     shutil.copytree(cpu_build, variant)
     meta = json.loads((variant / "metadata.json").read_text())
     meta["license"] = "other"
     (variant / "metadata.json").write_text(json.dumps(meta))
-    proc = run_cli("to-wheel", tmp_path / "k", "1.0", "-o", tmp_path / "out")
-    assert "licence 'other' is not an SPDX expression; License-Expression left out" in proc.stderr
-    assert "License-Expression" not in read_member(next((tmp_path / "out").glob("*.whl")), "METADATA")
+    run_cli("to-wheel", tmp_path / "k", "1.0", "-o", tmp_path / "out")
+    metadata = read_member(next((tmp_path / "out").glob("*.whl")), "METADATA")
+    assert "License: other" in metadata.splitlines() and "License-Expression" not in metadata
 
 
 def test_python_api(kernel_repo: Path, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,7 @@ from variantlib.variant_dist_info import VariantDistInfo
 from variantlib.variants_json import VariantsJson
 
 from kernel_wheels.install.core import choose
-from kernel_wheels.install.environment import Environment
+from kernel_wheels.install.environment import Environment, read_environment, running_environment
 from kernel_wheels.install.variant_provider import TorchBackendPlugin, supported_values
 from kernel_wheels.kernel.variants import parse_variant
 from kernel_wheels.remote.simple_client import IndexFile
@@ -213,6 +213,17 @@ def test_plugin_reports_the_running_torch() -> None:
         if importlib.util.find_spec("tvm_ffi") is not None else []
     assert configs == {"abi": ["stable213", "stable212", "stable211", "stable210", "torch213", *tvm_ffi],
                        "backend": ["cpu"], "noarch": ["cpu"]}
+
+
+def test_the_plugin_and_install_probe_one_torch() -> None:
+    """One probe: install runs it in the target Python, the provider asks it in its own
+    process; for this Python both read the same facts (the provider asks for no wheel
+    tags and no GPU), and so support the same builds."""
+    probed = read_environment(Path(sys.executable))
+    here = running_environment()
+    assert here == replace(probed, supported_tags=(), gpu_capability=None, gpu_name=None)
+    configs = {c.name: c.values for c in TorchBackendPlugin.get_supported_configs()}
+    assert configs == supported_values(probed) and configs["abi"]
 
 
 @pytest.fixture(scope="module")

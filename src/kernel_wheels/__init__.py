@@ -39,6 +39,7 @@ _API = {
     "InstallOptions": "install.core", "InstallResult": "install.core",
     "IndexFlags": "remote.index_settings", "index_settings": "remote.index_settings:resolve",
     "installed_kernels": "install.installed", "local_kernels_value": "install.installed",
+    "unmet_pins": "install.installed",
     # mirror, serve, build
     "mirror_kernels": "mirror.pipeline:mirror", "MirrorOptions": "mirror.pipeline",
     "MirrorResult": "mirror.pipeline", "open_target": "mirror.pipeline",

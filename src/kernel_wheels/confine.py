@@ -8,14 +8,20 @@ segment, a backslash, a NUL or other control character, a name too long for the 
 system) and, for a path about to be written, prove that the joined path stays inside
 its root. A refusal is an :class:`~kernel_wheels.errors.UnsafeNameError` whose message
 names where the name came from and shows it escaped on one line.
+
+A folder from outside (a variant folder to pack, a source tree's Python package to
+build) is read through :func:`regular_files`: links followed only where they stay
+inside the folder's root, no FIFO, socket or device file, each real folder once.
 """
 
 from __future__ import annotations
 
+import enum
 import os
 import re
 import stat
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .errors import UnsafeNameError
@@ -103,8 +109,7 @@ def inside(root: Path, relative: str | PurePosixPath, where: str) -> Path:
     real_root = os.path.realpath(root)
     # The parent as it exists now, links followed: a link planted on the way (a folder
     # of the cache replaced by a link to /etc) is found before anything is written.
-    real_parent = os.path.realpath(target.parent)
-    if real_parent != real_root and not real_parent.startswith(real_root + os.sep):
+    if not _under(os.path.realpath(target.parent), real_root):
         raise UnsafeNameError(f"{where}: '{shown(str(relative))}' would be written outside "
                               f"{root} (through a link); refusing")
     return target
@@ -147,3 +152,105 @@ def read_regular(path: Path, what: str, error: Callable[[str], Exception],
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+class Problem(enum.Enum):
+    """Why :func:`regular_files` refuses an entry of a folder (the value: what it is)."""
+
+    OUTSIDE = "a symbolic link that leads outside"
+    BROKEN = "a broken symbolic link"
+    LOOP = "a symbolic link loop"
+    FIFO = "a FIFO"
+    SOCKET = "a socket"
+    DEVICE = "a device file"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One entry :func:`regular_files` refuses: its path as walked, its path relative to
+    the walked folder (``""``: the folder itself) and the problem; ``reason`` says why a
+    loop is one (the operating system's words)."""
+
+    path: Path
+    relpath: str
+    problem: Problem
+    reason: str = ""
+
+    def message(self, named: str, root: str, refusing: str) -> str:
+        """The one line, for an entry the caller shows as ``named``, a root it calls
+        ``root`` (``the source``) and what it refuses to do (``pack it``)."""
+        if self.problem is Problem.BROKEN:
+            return f"{named} is {self.problem.value}"
+        if self.problem is Problem.OUTSIDE:
+            return f"{named} is {self.problem.value} {root}; refusing to {refusing}"
+        if self.problem is Problem.LOOP:
+            return f"{named} is {self.problem.value} ({self.reason}); refusing to {refusing}"
+        return f"{named} is {self.problem.value}, not a file; refusing to {refusing}"
+
+
+def regular_files(folder: Path, root: Path, refuse: Callable[[Refusal], Exception], *,
+                  skip_folders: frozenset[str] = frozenset(),
+                  check_name: Callable[[str], object] | None = None) -> list[tuple[Path, str]]:
+    """Every regular file under ``folder`` as ``(path, relpath)``, sorted by ``relpath``
+    (relative to ``folder``, ``/``-separated), following symbolic links only where they
+    stay inside ``root`` (``folder`` itself included: it may be a link within ``root``).
+    Anything else is ``refuse(refusal)`` raised: a link leading out of ``root``, a broken
+    link, a link loop, and anything that is neither a file nor a folder (a FIFO would
+    hang a reader, a device never ends). Each real folder is walked once: a link loop
+    ends, and a folder reached twice through links is listed once. Folders named in
+    ``skip_folders`` are not entered; ``check_name`` sees each entry's relpath before
+    anything else is asked of it (and raises to refuse it). ``OSError`` (an unreadable
+    folder) reaches the caller as it is."""
+    real_root = os.path.realpath(root)
+    if not _under(_resolved(folder, "", refuse), real_root):
+        raise refuse(Refusal(folder, "", Problem.OUTSIDE))
+    files: list[tuple[Path, str]] = []
+    seen: set[str] = set()
+    pending = [(folder, "")]
+    while pending:
+        current, prefix = pending.pop()
+        real = os.path.realpath(current)
+        if real in seen:  # a link loop, or one folder reached twice through links
+            continue
+        seen.add(real)
+        with os.scandir(current) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                relpath = prefix + entry.name
+                if check_name is not None:
+                    check_name(relpath)
+                path = Path(entry.path)
+                if entry.is_symlink():
+                    target = _resolved(path, relpath, refuse)
+                    if not _under(target, real_root):
+                        raise refuse(Refusal(path, relpath, Problem.OUTSIDE))
+                    if not os.path.exists(target):
+                        raise refuse(Refusal(path, relpath, Problem.BROKEN))
+                mode = path.stat().st_mode  # links followed: inside the root, checked above
+                if stat.S_ISDIR(mode):
+                    if entry.name not in skip_folders:
+                        pending.append((path, relpath + "/"))
+                elif stat.S_ISREG(mode):
+                    files.append((path, relpath))
+                else:
+                    problem = (Problem.FIFO if stat.S_ISFIFO(mode) else Problem.SOCKET
+                               if stat.S_ISSOCK(mode) else Problem.DEVICE)
+                    raise refuse(Refusal(path, relpath, problem))
+    return sorted(files, key=lambda item: item[1])
+
+
+def _resolved(path: Path, relpath: str, refuse: Callable[[Refusal], Exception]) -> str:
+    """``path`` with every link followed; a link loop is a refusal, not a RuntimeError."""
+    try:
+        return str(path.resolve(strict=False))
+    except (RuntimeError, OSError) as exc:  # 3.11 raises RuntimeError for a loop, 3.13 OSError
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise refuse(Refusal(path, relpath, Problem.LOOP, reason)) from None
+
+
+def leads_inside(path: Path, real_root: str) -> bool:
+    """``path``, links followed, is ``real_root`` (a path with no link in it) or inside it."""
+    return _under(os.path.realpath(path), real_root)
+
+
+def _under(real: str, real_root: str) -> bool:
+    return real == real_root or real.startswith(real_root + os.sep)

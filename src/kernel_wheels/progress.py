@@ -79,6 +79,15 @@ def counted(count: int, singular: str, plural: str | None = None) -> str:
     return f"{count} {singular if count == 1 else plural or singular + 's'}"
 
 
+def readable_size(size: float) -> str:
+    """``512 B``, ``1.5 kB``, ``23.4 MB``, ``1.2 GB``: a size in bytes as people read it
+    (decimal units, as pip and uv show them)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size:.0f} B"
+
+
 def as_progress(progress: Callable[[str], None] | None) -> Progress:
     """``progress`` itself when it is a :class:`Progress`; a plain callback (or None,
     which says nothing) wrapped so that its tasks are silent."""

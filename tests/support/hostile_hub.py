@@ -39,8 +39,9 @@ def honest_files() -> dict[str, bytes]:
     package = f"build/{VARIANT}/kernel"
     return {
         "README.md": b"---\nlicense: apache-2.0\n---\n# kernel\n",
-        f"build/{VARIANT}/metadata.json": json.dumps({"name": "kernel", "version": 1,
-                                                       "license": "apache-2.0"}).encode(),
+        f"build/{VARIANT}/metadata.json": json.dumps({
+            "name": "kernel", "id": "_kernel_universal", "version": 1, "license": "apache-2.0",
+            "python-depends": [], "backend": {"type": "cpu"}}).encode(),
         f"{package}/__init__.py": b'"""A kernel."""\nVALUE = 1\n',
         f"{package}/_ops.py": b"ops = None\n",
     }

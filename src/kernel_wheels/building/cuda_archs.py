@@ -13,19 +13,17 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import BuildError
-
-PTX = "+PTX"
-_ARCH = re.compile(r"^(\d+)\.(\d+)([af]?)(\+PTX)?$")
+from ..kernel.gpu_archs import EXAMPLES, PTX, Capability, parse_capability
 
 
-def _key(arch: str) -> tuple[int, int, str]:
-    match = _ARCH.match(arch)
-    if match is None:
-        raise BuildError(f"'{arch}' is not a CUDA capability such as 8.0, 9.0a or 9.0+PTX")
-    return int(match[1]), int(match[2]), match[3]
+def _capability(arch: str) -> Capability:
+    capability = parse_capability(arch)
+    if capability is None:
+        raise BuildError(f"'{arch}' is not a CUDA capability such as {EXAMPLES}")
+    return capability
 
 
 def _base(arch: str) -> str:
@@ -33,12 +31,12 @@ def _base(arch: str) -> str:
 
 
 def check_arch(arch: str) -> str:
-    _key(arch)
+    _capability(arch)
     return arch
 
 
 def sort_archs(archs: Iterable[str]) -> list[str]:
-    return sorted(set(archs), key=lambda a: (_key(a), a.endswith(PTX)))
+    return sorted(set(archs), key=lambda a: (_capability(a).order, a.endswith(PTX)))
 
 
 def loose_intersection(requested: Iterable[str], targets: Iterable[str]) -> list[str]:
@@ -51,24 +49,19 @@ def loose_intersection(requested: Iterable[str], targets: Iterable[str]) -> list
     remaining_targets = [t for t in targets]
     result: list[str] = []
     for arch in list(source):
-        if _key(arch)[2]:  # architecture-specific (9.0a) or family (10.0f) code
+        if _capability(arch).suffix:  # architecture-specific (9.0a) or family (10.0f) code
             source.remove(arch)
-            plain = re.sub(r"[af]$", "", arch)
+            plain = _capability(arch).plain
             if plain in targets:
                 if plain in remaining_targets:
                     remaining_targets.remove(plain)
                 result.append(arch)
-    source.sort(key=_key)
+    source.sort(key=lambda a: _capability(a).order)
     for target in remaining_targets:
-        chosen = None
-        for arch in source:
-            if _key(arch)[:2] <= _key(target)[:2]:
-                if arch in ptx or _key(arch)[0] == _key(target)[0]:
-                    chosen = arch
-            else:
-                break
-        if chosen is not None and chosen not in result:
-            result.append(chosen)
+        gpu = _capability(target).version
+        running = [a for a in source if replace(_capability(a), ptx=a in ptx).runs_on(gpu)]
+        if running and running[-1] not in result:
+            result.append(running[-1])
     return sort_archs(f"{a}{PTX}" if a in ptx else a for a in result)
 
 
@@ -76,7 +69,7 @@ def gencode_flags(archs: Iterable[str]) -> list[str]:
     """``8.0`` -> SASS for sm_80; ``9.0+PTX`` -> SASS for sm_90 and compute_90 PTX."""
     flags = []
     for arch in sort_archs(archs):
-        number = _base(arch).replace(".", "")
+        number = _capability(arch).number
         flags.append(f"-gencode=arch=compute_{number},code=sm_{number}")
         if arch.endswith(PTX):
             flags.append(f"-gencode=arch=compute_{number},code=compute_{number}")
@@ -121,8 +114,7 @@ def plan_archs(toolkit_default: tuple[str, ...], supported: tuple[str, ...],
         narrow = parse_arch_list(env)
     if narrow:
         for arch in narrow:
-            plain = re.sub(r"[af]$", "", _base(check_arch(arch)))
-            if plain not in supported:
+            if _capability(arch).plain not in supported:
                 raise BuildError(f"CUDA capability {arch} was asked for, but this nvcc supports "
                                  f"only {', '.join(supported)}")
         return ArchPlan(tuple(sort_archs(_base(a) for a in narrow)), tuple(sort_archs(narrow)), True)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .. import data
 from ..errors import BuildError
+from ..kernel.gpu_archs import parse_code_name
 from .config import version_tuple
 from .environment import tool_environment
 
@@ -239,10 +240,8 @@ class CudaToolkit:
 def _nvcc_archs(nvcc: Path) -> tuple[str, ...]:
     out = subprocess.run([str(nvcc), "--list-gpu-arch"], capture_output=True, text=True,
                          env=tool_environment()).stdout
-    archs = []
-    for match in re.finditer(r"compute_(\d+)(\d)\b", out):
-        archs.append(f"{match[1]}.{match[2]}")
-    return tuple(archs)
+    names = (parse_code_name(word) for word in re.findall(r"compute_\w+", out))
+    return tuple(code.capability for code in names if code is not None and not code.suffix)
 
 
 @functools.cache

@@ -7,29 +7,23 @@ the Python package (``torch-ext/<pkg>/notes.txt -> /etc/shadow``, or the package
 itself a link) copies files from anywhere on the build machine into the build output,
 and ``to-wheel`` then publishes them. So every path ``build.toml`` names is a relative
 path of plain parts, and every link met on the way (in the named path, or in the package)
-must lead to a place inside the tree, as conversion demands of ``build/`` folders
-(:mod:`kernel_wheels.kernel.layout`). A link between two places of the tree is the tree's
-own business (a header kept once) and is followed.
+must lead to a place inside the tree, as conversion demands of ``build/`` folders (both
+walk a folder with :func:`kernel_wheels.confine.regular_files`). A link between two
+places of the tree is the tree's own business (a header kept once) and is followed.
 """
 
 from __future__ import annotations
 
 import os
-import stat
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
-from ..confine import shown
+from ..confine import Problem, Refusal, leads_inside, regular_files, shown
 from ..errors import BuildError
 from .flags import SHELL_SAFE_TEXT, SHELL_UNSAFE
 
 #: folders never read from the package (Python's byte-code caches)
 SKIPPED_FOLDERS = frozenset({"__pycache__"})
-
-
-def _inside(path: Path, real_root: str) -> bool:
-    """``path``, links followed, is ``real_root`` or inside it."""
-    real = os.path.realpath(path)
-    return real == real_root or real.startswith(real_root + os.sep)
 
 
 def tree_path(root: Path, name: str, where: str) -> Path:
@@ -51,7 +45,7 @@ def tree_path(root: Path, name: str, where: str) -> Path:
                          "a shell reads as syntax (nvcc runs its steps through one): name the "
                          f"tree's files with {SHELL_SAFE_TEXT}")
     path = root.joinpath(*pure.parts)
-    if not _inside(path, os.path.realpath(root)):
+    if not leads_inside(path, os.path.realpath(root)):
         raise BuildError(f"build.toml: {where} '{shown(name)}' is or passes through a symbolic "
                          "link that leads outside the source tree; refusing to read it")
     return path
@@ -61,7 +55,7 @@ def check_folder(root: Path, name: str) -> None:
     """A folder kernel-builder reads without build.toml naming it (``csrc``, on every
     include path) must not be a link that leads out of the tree."""
     path = root / name
-    if (path.is_symlink() or path.exists()) and not _inside(path, os.path.realpath(root)):
+    if (path.is_symlink() or path.exists()) and not leads_inside(path, os.path.realpath(root)):
         raise BuildError(f"{shown(name)} is a symbolic link that leads outside the source tree; "
                          "refusing to build from it")
 
@@ -72,42 +66,14 @@ def package_files(root: Path, package: Path) -> list[tuple[Path, str]]:
     ``root``; ``__pycache__`` folders left out. A link leading out of the tree (or the
     package folder being one), a broken link and anything that is not a file or a
     folder (a FIFO would hang the build, a device never ends) is an error naming it."""
-    real_root = os.path.realpath(root)
 
-    def named(path: Path) -> str:
-        return shown(path.relative_to(root).as_posix())
+    def refused(refusal: Refusal) -> BuildError:
+        named = shown(refusal.path.relative_to(root).as_posix())
+        if refusal.problem is Problem.OUTSIDE and not refusal.relpath:
+            return BuildError(f"{named} is a symbolic link (or inside one) that leads outside the "
+                              "source tree; refusing to build from it")
+        if refusal.problem is Problem.LOOP:  # said as a link that leads nowhere
+            refusal = replace(refusal, problem=Problem.BROKEN)
+        return BuildError(refusal.message(named, "the source tree", "build from it"))
 
-    if not _inside(package, real_root):
-        raise BuildError(f"{named(package)} is a symbolic link (or inside one) that leads outside "
-                         "the source tree; refusing to build from it")
-    files: list[tuple[Path, str]] = []
-    seen: set[str] = set()
-    pending: list[tuple[Path, str]] = [(package, "")]
-    while pending:
-        folder, prefix = pending.pop()
-        real = os.path.realpath(folder)
-        if real in seen:  # a link loop, or one folder reached twice through links
-            continue
-        seen.add(real)
-        with os.scandir(folder) as entries:
-            for entry in sorted(entries, key=lambda e: e.name):
-                path = Path(entry.path)
-                relpath = prefix + entry.name
-                if entry.is_symlink():
-                    if not _inside(path, real_root):
-                        raise BuildError(f"{named(path)} is a symbolic link that leads outside the "
-                                         "source tree; refusing to build from it")
-                    if not path.exists():
-                        raise BuildError(f"{named(path)} is a broken symbolic link")
-                mode = path.stat().st_mode  # links followed: inside the tree, checked above
-                if stat.S_ISDIR(mode):
-                    if entry.name not in SKIPPED_FOLDERS:
-                        pending.append((path, relpath + "/"))
-                elif stat.S_ISREG(mode):
-                    files.append((path, relpath))
-                else:
-                    kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
-                            else "a device file")
-                    raise BuildError(f"{named(path)} is {kind}, not a file; refusing to build "
-                                     "from it")
-    return sorted(files, key=lambda item: item[1])
+    return regular_files(package, root, refused, skip_folders=SKIPPED_FOLDERS)

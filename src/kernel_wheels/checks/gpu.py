@@ -15,15 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..elf.fatbin import GpuCode
 from ..elf.reader import ElfInfo
 from ..errors import UsageError
+from ..kernel.gpu_archs import EXAMPLES, GpuCode, parse_capability
 from ..wheel.gpu_record import GPU_RECORD, record_document
 from ..wheel.variant_label import VARIANT_JSON, read_variant_json, sm_arch_of_code
 from .facts import WheelContents
 from .report import Finding, Status
 
-_ARCH = re.compile(r"(\d{1,2})\.(\d)([af]?)(\+PTX)?")
 _CUDA_LOCAL = re.compile(r"\+[a-z0-9.]*cu\d+")
 
 
@@ -50,12 +49,10 @@ def wheel_gpu_code(infos: Sequence[ElfInfo]) -> WheelGpuCode:
 
 
 def claimed_code(arch: str) -> GpuCode | None:
-    """What a metadata.json capability promises (None: not a capability)."""
-    match = _ARCH.fullmatch(arch)
-    if match is None:
-        return None
-    number = f"{int(match[1])}{match[2]}{match[3]}"
-    return GpuCode((f"sm_{number}",), (f"compute_{number}",) if match[4] else ())
+    """What a metadata.json capability promises (None: not a capability, or one whose
+    code nvcc cannot name, such as ``10.10``)."""
+    capability = parse_capability(arch)
+    return capability.code if capability is not None else None
 
 
 def is_cuda_wheel(facts: WheelContents) -> bool:
@@ -90,7 +87,7 @@ def check_gpu_code(facts: WheelContents, infos: Sequence[ElfInfo]) -> tuple[list
         if promised is None:
             findings.append(Finding("gpu", Status.FAIL, f"metadata.json's backend.archs holds "
                                                         f"{_shown(arch)}, which is not a CUDA "
-                                                        "capability such as 8.0, 9.0a or 9.0+PTX"))
+                                                        f"capability such as {EXAMPLES}"))
             continue
         lacking = [n for n in (*promised.cubins, *promised.ptx) if n not in (*total.cubins, *total.ptx)]
         if lacking:

@@ -8,7 +8,6 @@ signed: it is what the Hub answered when the wheel was made, taken as recorded."
 
 from __future__ import annotations
 
-import base64
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -20,6 +19,7 @@ from ..kernel.digest import is_digested
 from ..provenance import Policy, Verification, enforce, verify_files
 from ..provenance.record import VERIFIED_FILE
 from ..provenance.verify import BUNDLE
+from .digests import member_digests
 from .facts import UNREADABLE, WheelContents, read_wheel_contents
 from .report import Finding, Status
 
@@ -45,10 +45,11 @@ def check_provenance(facts: WheelContents, policy: Policy) -> tuple[list[Finding
         if f"{folder}/{name}" in facts.hashes and f"{folder}/{name}" not in facts.signed:
             return [Finding("provenance", Status.FAIL, f"{kernel} {variant}: {name} is too large "
                                                        "to be what it claims")], None
-    prefix = folder + "/"
-    files = {name[len(prefix):]: base64.b64encode(digest).decode("ascii")
-             for name, digest in facts.hashes.items()
-             if name.startswith(prefix) and is_digested(name[len(prefix):])}
+    def files(algorithm: str) -> dict[str, str]:
+        """The packed files by the signed digest's algorithm (sha512: read once more)."""
+        return {relpath: digest for relpath, digest in member_digests(facts, folder, algorithm).items()
+                if is_digested(relpath)}
+
     try:
         # The publisher's trust is the recorded one: offline, nobody else can say.
         now = verify_files(kernel, variant, metadata, bundle, replace(
@@ -57,6 +58,9 @@ def check_provenance(facts: WheelContents, policy: Policy) -> tuple[list[Finding
             recorded.trusted_publisher if recorded else None)
     except ProvenanceError as exc:
         return [Finding("provenance", Status.FAIL, exc.message)], None
+    except UNREADABLE as exc:
+        return [Finding("provenance", Status.FAIL, f"{kernel} {variant}: the packed files cannot "
+                                                   f"be read again: {exc}")], None
     findings = [Finding("provenance", Status.FAIL, difference)
                 for difference in (recorded.differences(now) if recorded else [])]
     try:

@@ -37,13 +37,15 @@ def register(commands: Commands) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..install.installed import installed_kernels, local_kernels_value
+    from ..install.installed import installed_kernels, local_kernels_value, unmet_pins
 
     kernels = installed_kernels(args.python)
     if args.json:
         print(json.dumps([kernel.to_dict() for kernel in kernels], indent=2))
         return 0
     value = local_kernels_value(kernels, args.progress)
+    for line in unmet_pins(kernels):
+        args.progress(f"warning: {line}")
     if not value:
         args.progress("no kernel wheel from the Hub is installed there")
     print(f"export LOCAL_KERNELS={shlex.quote(value)}" if args.shell else value)

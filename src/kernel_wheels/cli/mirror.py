@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..progress import Task
+from ..progress import Task, readable_size
 from .common import (
     Commands,
     add_command,
@@ -160,9 +160,9 @@ class _Renderer:
             self.per_repo[event.repo] = self.per_repo.get(event.repo, 0) + event.size
             elapsed = max(time.monotonic() - self.start, 1e-6)
             self.progress(f"[{event.done}/{event.total}] {event.repo} {event.version} {event.variant}: "
-                          f"{event.wheel} ({_mb(event.size)}; {event.repo} "
-                          f"{_mb(self.per_repo[event.repo])}; overall {_mb(self.bytes)} at "
-                          f"{_mb(self.bytes / elapsed)}/s)")
+                          f"{event.wheel} ({readable_size(event.size)}; {event.repo} "
+                          f"{readable_size(self.per_repo[event.repo])}; overall "
+                          f"{readable_size(self.bytes)} at {readable_size(self.bytes / elapsed)}/s)")
             if self.overall is not None:
                 self.overall.advance()
         elif isinstance(event, Message):
@@ -171,14 +171,6 @@ class _Renderer:
     def close(self) -> None:
         if self.overall is not None:
             self.overall.finish()
-
-
-def _mb(size: float) -> str:
-    """1.5 kB, 23.4 MB, 1.2 GB: the size as a person reads it."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if size >= scale:
-            return f"{size / scale:.1f} {unit}"
-    return f"{size:.0f} B"
 
 
 def _table(result: MirrorResult) -> None:

@@ -21,6 +21,7 @@ from ..kernel.metadata import KernelMetadata, kernel_requirements, python_requir
 from ..kernel.revision import Revision
 from ..kernel.variants import Variant
 from ..provenance import VERIFIED_FILE, Verification
+from ..provenance.verify import SignedDigest
 from ..wheel.gpu_record import gpu_record_member
 from ..wheel.guard import guard_member
 from ..wheel.loader import loader_member
@@ -29,8 +30,8 @@ from ..wheel.metadata import (
     DescribedKernel,
     card_body,
     card_license,
+    license_fields,
     metadata_text,
-    normalise_license,
     provenance_text,
     wheel_text,
 )
@@ -67,8 +68,8 @@ class WheelJob:
     variant_wheel: VariantWheel | None = None
     #: What the variant's provenance proved (``<dist-info>/kernel_wheels.verified.json``).
     verification: Verification | None = None
-    #: A signed variant's digest (relpath, base64 sha256): the packed bytes must match it.
-    signed_files: tuple[tuple[str, str], ...] = ()
+    #: A signed variant's digest: the packed bytes must match it.
+    signed_digest: SignedDigest | None = None
 
     def plan(self, tags: TagOptions | None = None) -> WheelPlan:
         label = self.variant_wheel.label if self.variant_wheel else None
@@ -86,13 +87,23 @@ def summary(name: str, variant: Variant) -> str:
 
 def describe(kernel_name: str, variant: Variant, meta: KernelMetadata, card: str | None,
              revision: Revision, warn: Callable[[str], None]) -> DescribedKernel:
+    """METADATA's facts from metadata.json (and the card); ``warn`` gets what the wheel
+    cannot carry as metadata.json means it: a format ``kernels`` no longer loads, a
+    dependency pinned to a revision."""
+    for line in (*meta.warnings, *(d.pip_cannot_pin() for d in meta.kernel_depends)):
+        if line:
+            warn(line)
+    expression, text = license_fields(meta.license or card_license(card))
     return DescribedKernel(
         summary=summary(kernel_name, variant),
         description=card_body(card),
-        license=normalise_license(meta.license or card_license(card), warn),
+        license=expression,
         requirements=tuple(python_requirements(meta.python_depends, meta.backend or variant.backend)
                            + kernel_requirements(meta.kernel_depends)),
         source_url=revision.url,
+        license_text=text,
+        project_urls=tuple((label, url) for label, url in (("Upstream", meta.upstream),
+                                                            ("Kernel source", meta.source)) if url),
     )
 
 
@@ -119,6 +130,11 @@ def provenance(revision: Revision, variant: Variant, layout: VariantLayout,
     }
     if repo_id is not None:
         record["repo_id"] = repo_id
+    if meta.kernel_depends:
+        # The dependencies as metadata.json pins them, and what each became: a revision
+        # pin has no Requires-Dist form (local-kernels holds installed kernels to it).
+        record["kernel_depends"] = [{**d.as_json(), "requirement": d.requirement()}
+                                    for d in meta.kernel_depends]
     return record
 
 

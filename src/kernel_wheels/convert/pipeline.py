@@ -34,7 +34,7 @@ from ..kernel.variants import Variant
 from ..kernel.versions import RequestKind, VersionRequest, wheel_version
 from ..progress import as_progress
 from ..provenance import Policy, Verification, verify_files
-from ..provenance.verify import BUNDLE, MAX_BUNDLE, signed_digest
+from ..provenance.verify import BUNDLE, MAX_BUNDLE, SignedDigest, signed_digest
 from ..sources import FetchedVariant, KernelSource
 from ..wheel import compression
 from ..wheel.plan import TagOptions, check_distribution_name
@@ -205,7 +205,7 @@ class _Conversion:
         self.planned: dict[str, tuple[tuple[str, str], list[Future[ProducedWheel]]]] = {}
         self.reported: set[str] = set()
         self.filenames: dict[str, str] = {}  # wheel file name -> the variant planned as it
-        self.verified: dict[str, tuple[Verification, tuple[tuple[str, str], ...]]] = {}
+        self.verified: dict[str, tuple[Verification, SignedDigest | None]] = {}
 
     @cached_property
     def publisher(self) -> tuple[str | None, bool | None, bool | None]:
@@ -251,8 +251,8 @@ class _Conversion:
         found = verify_files(kernel, f"build/{variant.name}", metadata, bundle,
                              self.options.policy, None, publisher, now if now is not None else recorded)
         found = replace(found, trusted_publisher=recorded)
-        signed = tuple(sorted(signed_digest(found.kernel, found.variant, metadata).items())) \
-            if found.signed and metadata is not None else ()
+        signed = signed_digest(found.kernel, found.variant, metadata) \
+            if found.signed and metadata is not None else None
         self.verified[variant.name] = (found, signed)
 
     @cached_property
@@ -341,7 +341,12 @@ class _Conversion:
             # By design and harmless: a detail (-v), naming exactly the files left out.
             self.progress.detail(f"build/{variant.name}: {len(layout.left_out)} byte-code cache "
                                  f"file(s) left out by design: {', '.join(layout.left_out)}")
-        warn = lambda message: self.progress(f"warning: {variant.name}: {message}")  # noqa: E731
+        def warn(message: str) -> None:
+            # Each said once a run (a re-plan says nothing twice); every message names
+            # what it is about (a variant's metadata.json, a dependency of all of them).
+            if name_not_reported(self, "\0warning\0" + message):
+                self.progress(f"warning: {message}")
+
         return WheelJob(
             variant=variant,
             kernel_name=kernel_name,
@@ -360,7 +365,7 @@ class _Conversion:
             manylinux_auto=self.options.manylinux_auto,
             staging=self.staging,
             verification=self.verified[variant.name][0],
-            signed_files=self.verified[variant.name][1],
+            signed_digest=self.verified[variant.name][1],
         )
 
     def provenance_note(self) -> None:

@@ -18,7 +18,7 @@ from ..kernel.arrival import ArrivalCancelled, ArrivalRestarted
 from ..kernel.digest import is_digested
 from ..kernel.variants import Variant
 from ..progress import Progress, as_progress
-from ..provenance.verify import BUNDLE, digest_mismatch
+from ..provenance.verify import BUNDLE, SignedDigest, digest_mismatch
 from ..wheel.compression import DeflateSlots
 from ..wheel.plan import WheelPlan
 from ..wheel.writer import WrittenMember, write_wheel
@@ -75,7 +75,7 @@ def _gpu_properties(job: WheelJob, cancel: threading.Event | None) -> WheelJob:
     if job.variant_wheel is None or job.variant.backend != "cuda" or job.variant.noarch:
         return job
     from ..checks.facts import is_binary_name
-    from ..elf.fatbin import GpuCode
+    from ..kernel.gpu_archs import GpuCode
     from ..wheel.gpu_record import binaries_code
     from ..wheel.variant_label import VariantWheel, sm_arch_of_code, variant_wheel
 
@@ -111,9 +111,17 @@ def _signed_bytes(job: WheelJob, written: tuple[WrittenMember, ...], temp: Path)
         if name not in packed or packed[name].hex() != want:
             reason = f"{name} changed after it was verified"
     if reason is None:
-        actual = {relpath: base64.b64encode(digest).decode("ascii")
-                  for relpath, digest in packed.items() if is_digested(relpath)}
-        reason = digest_mismatch(dict(job.signed_files), actual)
+        # (never None for a signed variant; an empty digest would cover no file)
+        signed = job.signed_digest or SignedDigest("sha256", ())
+        if signed.algorithm == "sha256":  # the writer hashed every packed byte with it
+            actual = {relpath: base64.b64encode(digest).decode("ascii")
+                      for relpath, digest in packed.items() if is_digested(relpath)}
+        else:  # another of kernels-data's algorithms: the packed members read again
+            from ..checks.digests import zip_member_digests
+
+            actual = {relpath: digest for relpath, digest
+                      in zip_member_digests(temp, folder, signed.algorithm).items() if is_digested(relpath)}
+        reason = digest_mismatch(dict(signed.files), actual)
     if reason is not None:
         temp.unlink(missing_ok=True)
         raise ProvenanceError(f"{verification.kernel} {verification.variant}: {reason}")

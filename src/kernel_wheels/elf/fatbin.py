@@ -33,9 +33,10 @@ import mmap
 import struct
 from dataclasses import dataclass
 
+from ..kernel.gpu_archs import GpuCode, sort_code_names
 from .layout import ElfError
 
-__all__ = ["FATBIN_MAGIC", "FATBIN_SECTIONS", "FatbinEntry", "FatbinError", "GpuCode", "read_fatbin"]
+__all__ = ["FATBIN_MAGIC", "FATBIN_SECTIONS", "FatbinEntry", "FatbinError", "gpu_code", "read_fatbin"]
 
 FATBIN_MAGIC = 0xBA55ED50
 #: The sections nvcc writes fat binaries into: the one the CUDA runtime loads, and the
@@ -70,47 +71,16 @@ class FatbinEntry:
 
     @property
     def name(self) -> str:
-        """``sm_90a`` for a cubin, ``compute_90`` for PTX (nvcc's spelling)."""
+        """``sm_90a`` for a cubin, ``compute_90`` for PTX (nvcc's spelling,
+        :mod:`kernel_wheels.kernel.gpu_archs`)."""
         prefix = "sm" if self.kind == "cubin" else "compute" if self.kind == "ptx" else self.kind
         return f"{prefix}_{self.arch}{self.suffix}"
 
 
-@dataclass(frozen=True)
-class GpuCode:
-    """The device code of one binary (or one wheel): nvcc's names, sorted by architecture."""
-
-    cubins: tuple[str, ...] = ()
-    ptx: tuple[str, ...] = ()
-
-    @property
-    def empty(self) -> bool:
-        return not self.cubins and not self.ptx
-
-    def union(self, other: GpuCode) -> GpuCode:
-        return GpuCode(sort_names({*self.cubins, *other.cubins}), sort_names({*self.ptx, *other.ptx}))
-
-    def describe(self) -> str:
-        """``sm_80, sm_90, compute_90`` (or ``no device code``)."""
-        return ", ".join((*self.cubins, *self.ptx)) or "no device code"
-
-    def to_dict(self) -> dict[str, list[str]]:
-        return {"cubins": list(self.cubins), "ptx": list(self.ptx)}
-
-    @classmethod
-    def of(cls, entries: tuple[FatbinEntry, ...]) -> GpuCode:
-        return cls(sort_names({e.name for e in entries if e.kind == "cubin"}),
-                   sort_names({e.name for e in entries if e.kind == "ptx"}))
-
-
-def arch_key(name: str) -> tuple[int, str, str]:
-    """Sort key of ``sm_90a`` / ``compute_90``: by number, then suffix."""
-    prefix, _, rest = name.partition("_")
-    digits = rest.rstrip("af")
-    return (int(digits) if digits.isdigit() else 0, rest[len(digits):], prefix)
-
-
-def sort_names(names: set[str] | frozenset[str]) -> tuple[str, ...]:
-    return tuple(sorted(names, key=arch_key))
+def gpu_code(entries: tuple[FatbinEntry, ...]) -> GpuCode:
+    """The cubins and PTX among ``entries`` (LTO-IR and unknown kinds run on no GPU)."""
+    return GpuCode(sort_code_names(e.name for e in entries if e.kind == "cubin"),
+                   sort_code_names(e.name for e in entries if e.kind == "ptx"))
 
 
 def read_fatbin(buffer: bytes | mmap.mmap, name: str, start: int = 0,

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from .. import data
+from ..kernel.gpu_archs import GpuCode
 from .dynamic import DT_FINI, DT_INIT, Dynamic, read_dynamic
-from .fatbin import FATBIN_SECTIONS, LOADED_SECTION, GpuCode, read_fatbin
+from .fatbin import FATBIN_SECTIONS, LOADED_SECTION, gpu_code, read_fatbin
 from .layout import (
     ELF_MAGIC,
     SHT_DYNSYM,
@@ -165,7 +166,7 @@ def _gpu_code(layout: Layout) -> GpuCode | None:
         layout.require_inside(section.offset, section.size, f"section {section.name}")
         entries = read_fatbin(layout.buf, layout.name, section.offset, section.offset + section.size)
         if section.name == LOADED_SECTION:
-            code = GpuCode.of(entries).union(code or GpuCode())
+            code = gpu_code(entries).union(code or GpuCode())
     return code
 
 

@@ -17,7 +17,7 @@ from html import escape
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
-from ..elf.fatbin import GpuCode
+from ..kernel.gpu_archs import GpuCode
 from ..wheel.variant_label import split_variant_label
 
 HTML_TYPE = "text/html"

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from ..elf.fatbin import GpuCode
 from ..errors import IndexConflictError, UsageError
 from ..kernel.digest import file_sha256
+from ..kernel.gpu_archs import GpuCode
 from ..provenance.record import VERIFIED_FILE, Verification
 from ..wheel.gpu_record import GPU_RECORD, MAX_RECORD, gpu_code_from, read_gpu_record
 from ..wheel.variant_label import split_variant_label

@@ -51,6 +51,7 @@ from ..remote.find_links import LocalLinks, PageLinks, open_links
 from ..remote.index_settings import IndexSettings
 from ..remote.simple_client import IndexFile, SimpleClient
 from ..remote.transport import DEFAULT_TIMEOUT
+from .decision import Decision
 from .environment import Environment, preflight, read_environment, target_python
 from .gpu import Gpu, GpuChoice, judge_gpu, target_gpu
 from .provenance import verify_download
@@ -59,20 +60,6 @@ from .verify import installed_owners, refuse_foreign_names, verify_wheel
 
 Place = SimpleClient | LocalLinks | PageLinks
 INSTALLERS = ("pip", "uv")
-
-
-@dataclass(frozen=True)
-class Decision:
-    """One file of the project and what became of it."""
-
-    file: IndexFile
-    wheel: KernelWheel | None
-    #: Why it does not fit; None when it fits.
-    rejected: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"wheel": self.file.filename, "url": self.file.url,
-                "fits": self.rejected is None, "reason": self.rejected}
 
 
 @dataclass(frozen=True)

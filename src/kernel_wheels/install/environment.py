@@ -1,8 +1,9 @@
 """The facts of a Python environment that decide which kernel build it can use.
 
-:func:`read_environment` runs a small probe *in the target interpreter* (which need not
-have kernel-wheels installed): Python version and supported wheel tags, OS, CPU
-architecture, and torch's version, CUDA / ROCm / XPU versions, C++ ABI and MPS.
+:func:`read_environment` runs the probe (:mod:`.probe`) *in the target interpreter*
+(which need not have kernel-wheels installed): Python version and supported wheel tags,
+OS, CPU architecture, and torch's version, CUDA / ROCm / XPU versions, C++ ABI, MPS and
+GPU; :func:`running_environment` asks the same probe in this process.
 :func:`target_key` turns those facts into the environment's target key with the same
 rules as the Hub's loader (``kernels/backends.py``: CUDA, then ROCm, then Metal, then
 XPU, else CPU). The import guard inside arch wheels carries its own copy of this rule.
@@ -16,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -25,61 +27,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..errors import EnvironmentProbeError, UsageError
 from ..index.targets import Target, parse_target_key
-
-# Runs inside the target interpreter: standard library only, plus torch when present
-# and packaging (the interpreter's own, else pip's vendored copy, else ours, which
-# read_environment puts at the end of sys.path).
-PROBE = r"""
-import importlib.metadata, json, os, platform, sys, sysconfig
-facts = {
-    "python": sys.executable,
-    "python_version": platform.python_version(),
-    "implementation": sys.implementation.name,
-    "system": platform.system().lower(),
-    "machine": platform.machine(),
-    "mac_version": platform.mac_ver()[0] or None,
-    "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
-}
-def dist_version(name):
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-facts["torch_version"] = dist_version("torch")
-facts["tvm_ffi_version"] = dist_version("apache-tvm-ffi")
-facts["torch_error"] = None
-if facts["torch_version"]:
-    try:
-        import warnings
-        warnings.simplefilter("ignore")
-        import torch
-        facts["torch_runtime_version"] = torch.__version__
-        facts["cxx11_abi"] = bool(torch._C._GLIBCXX_USE_CXX11_ABI)
-        facts["cuda"] = torch.version.cuda
-        facts["hip"] = torch.version.hip
-        facts["xpu"] = getattr(torch.version, "xpu", None)
-        mps = getattr(torch.backends, "mps", None)
-        facts["mps"] = bool(mps is not None and mps.is_available())
-        try:  # the GPU a CUDA build must run on (install/gpu.py): torch's current device
-            if torch.version.cuda and torch.cuda.is_available():
-                facts["gpu_capability"] = list(torch.cuda.get_device_capability())
-                facts["gpu_name"] = str(torch.cuda.get_device_name())[:100]
-        except Exception:
-            pass
-    except Exception as exc:
-        facts["torch_error"] = (type(exc).__name__ + ": " + str(exc)).splitlines()[0][:300]
-extra = os.environ.get("KERNEL_WHEELS_PROBE_PATH")
-try:
-    from packaging import tags
-except ImportError:
-    try:
-        from pip._vendor.packaging import tags
-    except ImportError:
-        sys.path.append(extra)
-        from packaging import tags
-facts["tags"] = [str(t) for t in tags.sys_tags()]
-sys.stdout.write("\n" + json.dumps(facts) + "\n")
-"""
+from . import probe
 
 
 @dataclass(frozen=True)
@@ -275,15 +223,17 @@ def preflight(python: Path, timeout: float = 60) -> Preflight:
 
 
 def read_environment(python: Path | None = None, timeout: float = 120) -> Environment:
-    """Run the probe in ``python`` (default: :func:`default_python`)."""
+    """Run the probe in ``python`` (default: :func:`default_python`): every question, in
+    one call."""
     python = target_python(python)
+    source = Path(probe.__file__).read_text(encoding="utf-8")
     with tempfile.TemporaryDirectory(prefix="kernel-wheels-probe-") as scratch:
         # Our packaging, alone in a folder, for an interpreter that has none; the probe
         # runs in that folder so that nothing in the user's working folder shadows torch.
         shutil.copytree(Path(packaging.__file__).parent, Path(scratch) / "packaging",
                         ignore=shutil.ignore_patterns("__pycache__"))
-        facts = run_probe(python, PROBE, "inspect the Python at", timeout, cwd=Path(scratch),
-                          env={"KERNEL_WHEELS_PROBE_PATH": scratch})
+        facts = run_probe(python, source, "inspect the Python at", timeout, cwd=Path(scratch),
+                          env={"KERNEL_WHEELS_PROBE_PATH": scratch}, args=probe.QUESTIONS)
     try:
         return environment_from_facts(facts)
     except (ValueError, KeyError) as exc:
@@ -292,11 +242,12 @@ def read_environment(python: Path | None = None, timeout: float = 120) -> Enviro
 
 
 def run_probe(python: Path, code: str, doing: str, timeout: float, *, cwd: Path | None = None,
-              env: dict[str, str] | None = None) -> Any:
-    """Run ``code`` in ``python`` and parse the JSON on its last line of output; every
-    failure is one :class:`EnvironmentProbeError` saying it could not ``doing`` it."""
+              env: dict[str, str] | None = None, args: Sequence[str] = ()) -> Any:
+    """Run ``code`` in ``python`` (``args``: its ``sys.argv[1:]``) and parse the JSON on
+    its last line of output; every failure is one :class:`EnvironmentProbeError` saying
+    it could not ``doing`` it."""
     try:
-        proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True, cwd=cwd,
+        proc = subprocess.run([str(python), "-c", code, *args], capture_output=True, text=True, cwd=cwd,
                               env={**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})},
                               timeout=timeout)
     except OSError as exc:
@@ -313,19 +264,16 @@ def run_probe(python: Path, code: str, doing: str, timeout: float, *, cwd: Path 
         raise EnvironmentProbeError(f"unexpected answer from the Python at {python}") from None
 
 
-def running_target_key() -> str | None:
-    """The target key of the torch in *this* process (None without torch)."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    import platform
+def running_environment() -> Environment:
+    """This Python's environment, asked in this process: the probe's facts but the GPU
+    (which would cost a CUDA initialisation) and the wheel tags (nothing asked here
+    chooses a wheel file)."""
+    return environment_from_facts({**probe.answer(("python", "torch")), "tags": []})
 
-    mps = getattr(torch.backends, "mps", None)
-    return target_key(torch.__version__, os=platform.system().lower(),
-                      cxx11_abi=bool(torch._C._GLIBCXX_USE_CXX11_ABI), cuda=torch.version.cuda,
-                      hip=torch.version.hip, xpu=getattr(torch.version, "xpu", None),
-                      mps=bool(mps is not None and mps.is_available()))
+
+def running_target_key() -> str | None:
+    """The target key of the torch in *this* process (None without a usable torch)."""
+    return running_environment().target_key
 
 
 def run_probe_in_scratch(python: Path, code: str, doing: str, timeout: float) -> Any:

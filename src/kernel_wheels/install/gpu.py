@@ -9,28 +9,24 @@ in ``environment``). What each build holds comes from the index's JSON page
 (``<dist-info>/kernel_wheels_gpu.json``); both are what ``check`` proved from the
 binaries.
 
-The CUDA rules: a cubin ``sm_XY`` runs on capability X.y with y >= Y (``sm_XYf``, family
-code, likewise); ``sm_XYa`` only on X.Y itself. PTX ``compute_XY`` is compiled by the
-driver for any capability >= X.Y (``compute_XYa`` only X.Y, ``compute_XYf`` X.y with
-y >= Y): the build then runs, after a JIT compilation at its first call.
+What runs where is :func:`kernel_wheels.kernel.gpu_archs.runs_on` (CUDA's rules): a
+cubin that runs is chosen over PTX, which runs too, after the driver compiles it (JIT)
+at its first call.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ..elf.fatbin import GpuCode
 from ..errors import UsageError
+from ..kernel.gpu_archs import GpuCode, parse_capability, runs_on
+from .decision import Decision
 
 if TYPE_CHECKING:
-    from .core import Decision
     from .environment import Environment
 
-_CAPABILITY = re.compile(r"(\d{1,2})\.(\d)")
-_NAME = re.compile(r"(sm|compute)_(\d+)(\d)([af]?)")
 JIT_COST = ("the driver compiles its PTX for this GPU at the first call (seconds to minutes for a "
             "large kernel, then cached in ~/.nv/ComputeCache)")
 
@@ -54,10 +50,11 @@ class Gpu:
 
 
 def parse_gpu_arch(text: str) -> Gpu:
-    match = _CAPABILITY.fullmatch(text.strip())
-    if match is None:
+    capability = parse_capability(text.strip())
+    # A GPU is one capability, without a suffix or PTX, that nvcc's names can name.
+    if capability is None or capability.suffix or capability.ptx or capability.code is None:
         raise UsageError(f"--gpu-arch '{text}' is not a compute capability such as 8.0, 8.6 or 9.0")
-    return Gpu(int(match[1]), int(match[2]), "--gpu-arch")
+    return Gpu(capability.major, capability.minor, "--gpu-arch")
 
 
 def target_gpu(gpu_arch: str | None, environment: Environment) -> Gpu | None:
@@ -67,18 +64,6 @@ def target_gpu(gpu_arch: str | None, environment: Environment) -> Gpu | None:
         major, minor = environment.gpu_capability
         return Gpu(major, minor, "torch", environment.gpu_name)
     return None
-
-
-def _runs(name: str, gpu: Gpu) -> bool:
-    match = _NAME.fullmatch(name)
-    if match is None:
-        return False
-    major, minor, suffix = int(match[2]), int(match[3]), match[4]
-    if suffix == "a":
-        return (major, minor) == (gpu.major, gpu.minor)
-    if match[1] == "sm" or suffix == "f":
-        return major == gpu.major and minor <= gpu.minor
-    return (major, minor) <= (gpu.major, gpu.minor)
 
 
 @dataclass(frozen=True)
@@ -101,10 +86,11 @@ class GpuVerdict:
 def verdict(code: GpuCode | None, gpu: Gpu) -> GpuVerdict:
     if code is None:
         return GpuVerdict(None)
-    cubins = [name for name in code.cubins if _runs(name, gpu)]
+    version = (gpu.major, gpu.minor)
+    cubins = [name for name in code.cubins if runs_on(name, version)]
     if cubins:
         return GpuVerdict(code, cubin=cubins[-1])
-    ptx = [name for name in code.ptx if _runs(name, gpu)]
+    ptx = [name for name in code.ptx if runs_on(name, version)]
     return GpuVerdict(code, ptx=ptx[-1] if ptx else None)
 
 

@@ -9,6 +9,11 @@ wheel installs its variant folder unchanged at ``site-packages/<module>/<variant
 (``kernel_wheels.json``: the repository's canonical URL, the commit, the variant): that
 is all the mapping needs. The target Python is asked for its distributions in a
 subprocess, so kernel-wheels need not be installed there.
+
+A kernel whose metadata.json pins another kernel to a revision (``kernel-depends``) keeps
+the pin in its record; LOCAL_KERNELS cannot carry one (it maps a repository to one
+folder for every revision), so :func:`unmet_pins` names each pin the installed kernel is
+not known to meet.
 """
 
 from __future__ import annotations
@@ -49,6 +54,14 @@ _HUB_REPO = re.compile(r"https://huggingface\.co/(?:kernels/)?([A-Za-z0-9][\w.-]
 
 
 @dataclass(frozen=True)
+class RevisionPin:
+    """A ``kernel-depends`` entry pinned to a revision (a commit, tag or branch)."""
+
+    repo_id: str
+    revision: str
+
+
+@dataclass(frozen=True)
 class InstalledKernel:
     distribution: str
     version: str
@@ -58,10 +71,16 @@ class InstalledKernel:
     variant: str
     #: The installed variant folder, which ``kernels`` loads and verifies.
     path: Path
+    #: The release tag at its commit (``v1.1.2``), if any.
+    release: str | None = None
+    #: The kernels it needs at a given revision (its metadata.json's kernel-depends).
+    pins: tuple[RevisionPin, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"distribution": self.distribution, "version": self.version, "repo_id": self.repo_id,
-                "commit": self.commit, "variant": self.variant, "path": str(self.path)}
+                "commit": self.commit, "variant": self.variant, "path": str(self.path),
+                "kernel_depends_pinned": [{"repo_id": pin.repo_id, "revision": pin.revision}
+                                          for pin in self.pins]}
 
 
 def _kernel(row: Any) -> InstalledKernel | None:
@@ -81,8 +100,51 @@ def _kernel(row: Any) -> InstalledKernel | None:
     if not (path / "metadata.json").is_file():
         return None  # without metadata.json, kernels cannot load a folder
     variant = record.get("variant", {}).get("name") if isinstance(record.get("variant"), dict) else None
+    release = record.get("release")
     return InstalledKernel(str(row.get("name")), str(row.get("version")), repo_id,
-                           record.get("commit"), str(variant or folder.rsplit("/", 1)[-1]), path)
+                           record.get("commit"), str(variant or folder.rsplit("/", 1)[-1]), path,
+                           release if isinstance(release, str) else None, _pins(record))
+
+
+def _pins(record: dict[str, Any]) -> tuple[RevisionPin, ...]:
+    """The revision pins a record carries (``kernel_depends``; a wheel made before it was
+    recorded: its metadata.json's ``kernel-depends``). Malformed entries are not pins."""
+    entries = record.get("kernel_depends")
+    if entries is None and isinstance(record.get("metadata_json"), dict):
+        entries = record["metadata_json"].get("kernel-depends")
+    if not isinstance(entries, list):
+        return ()
+    return tuple(RevisionPin(entry["repo-id"], entry["revision"]) for entry in entries
+                 if isinstance(entry, dict) and is_repo_id(entry.get("repo-id"))
+                 and isinstance(entry.get("revision"), str) and entry["revision"])
+
+
+def unmet_pins(kernels: list[InstalledKernel]) -> list[str]:
+    """One line per revision pin whose kernel is mapped (installed from the Hub) but not
+    known to be that revision: its commit, an abbreviation of it, or its release tag.
+    ``kernels`` would load the mapped folder whatever the pin says; a pin to a branch
+    cannot be confirmed offline, so it is named too."""
+    mapped = {kernel.repo_id.lower(): kernel for kernel in kernels if kernel.repo_id}
+    lines = []
+    for kernel in kernels:
+        for pin in kernel.pins:
+            found = mapped.get(pin.repo_id.lower())
+            if found is None or _is_revision(found, pin.revision):
+                continue  # not mapped: kernels fetches the pinned revision itself
+            at = f"commit {shown(found.commit or 'unknown', 64)}" + \
+                (f", release {shown(found.release, 40)}" if found.release else "")
+            lines.append(f"{shown(kernel.distribution, 80)} pins {pin.repo_id} to revision "
+                         f"'{shown(pin.revision, 80)}', but the installed {shown(found.distribution, 80)} "
+                         f"{shown(found.version, 40)} ({at}) is not known to be it, and LOCAL_KERNELS "
+                         "gives it to kernels for every revision")
+    return lines
+
+
+def _is_revision(kernel: InstalledKernel, revision: str) -> bool:
+    commit = (kernel.commit or "").lower()
+    if commit and re.fullmatch(r"[0-9a-f]{7,64}", revision.lower()) and commit.startswith(revision.lower()):
+        return True
+    return kernel.release is not None and revision == kernel.release
 
 
 def _own_folder(row: dict[str, Any], folder: str, repo_id: str | None) -> Path:

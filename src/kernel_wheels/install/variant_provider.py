@@ -11,10 +11,9 @@ same build: for torch 2.13 + CUDA 12.9, ``abi`` is ``stable213`` ... ``stable210
 
 from __future__ import annotations
 
-import platform
 from dataclasses import dataclass
 
-from .environment import Environment
+from .environment import Environment, running_environment
 
 #: The first torch with a stable ABI that kernel builds target.
 _FIRST_STABLE = (2, 10)
@@ -50,30 +49,6 @@ def supported_values(environment: Environment) -> dict[str, list[str]]:
     return {"abi": abi, "backend": backend, "noarch": [noarch]}
 
 
-def _running_environment() -> Environment:
-    """The facts ``install`` probes, read from the running Python's torch."""
-    import importlib.metadata
-
-    import torch
-
-    def version_of(name: str) -> str | None:
-        try:
-            return importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            return None
-
-    system = platform.system().lower()
-    mps = getattr(getattr(torch.backends, "mps", None), "is_available", lambda: False)()
-    return Environment(
-        python="", python_version=platform.python_version(), implementation="cpython",
-        os=system, cpu_arch=platform.machine().lower(), supported_tags=(),
-        torch_version=str(torch.__version__),
-        cxx11_abi=bool(torch._C._GLIBCXX_USE_CXX11_ABI) if system == "linux" else None,
-        cuda=torch.version.cuda, hip=getattr(torch.version, "hip", None),
-        xpu=getattr(torch.version, "xpu", None), mps=bool(mps),
-        tvm_ffi_version=version_of("apache-tvm-ffi"))
-
-
 class TorchBackendPlugin:
     """The PEP 826 plugin API: ``get_supported_configs`` for the running torch."""
 
@@ -81,10 +56,8 @@ class TorchBackendPlugin:
 
     @classmethod
     def get_supported_configs(cls) -> list[VariantFeatureConfig]:
-        try:
-            environment = _running_environment()
-        except ImportError:
-            return []  # no torch: no kernel build is supported
+        # The probe install runs in its target, here in this process: the two see one torch.
+        # Without a usable torch the values are empty: no kernel build is supported.
         return [VariantFeatureConfig(name, values)
-                for name, values in supported_values(environment).items()]
+                for name, values in supported_values(running_environment()).items()]
 

@@ -1,4 +1,5 @@
-"""The ``digest`` of a variant's ``metadata.json``: sha256 (base64) of every file.
+"""The ``digest`` of a variant's ``metadata.json``: the base64 hash of every file, with
+one of kernels-data's algorithms (``sha256``, which kernel-builder writes, or ``sha512``).
 
 Same rules as kernel-builder and the ``kernels`` loader: paths relative to the
 variant folder with ``/`` separators; ``metadata.json`` itself, its signature
@@ -12,6 +13,8 @@ import hashlib
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
+from .. import data
+
 NOT_DIGESTED = frozenset({"metadata.json", "metadata.json.sigstore"})
 _CHUNK = 1 << 20
 
@@ -23,11 +26,24 @@ def is_digested(relpath: str) -> bool:
     return relpath not in NOT_DIGESTED
 
 
-def sha256_b64(chunks: Iterable[bytes]) -> str:
-    digest = hashlib.sha256()
+def algorithms() -> tuple[str, ...]:
+    """The digest algorithms kernels-data reads (``digest.rs``: ``DigestAlgorithm``)."""
+    return tuple(data.load("kernels_data")["digest_algorithms"])
+
+
+def b64_digest(chunks: Iterable[bytes], algorithm: str = "sha256") -> str:
+    """The base64 hash of ``chunks`` as metadata.json records it; ``algorithm`` is one of
+    :func:`algorithms` (the reader refuses any other before it gets here)."""
+    if algorithm not in algorithms():
+        raise ValueError(f"digest algorithm {algorithm!r} is not one kernels-data reads")
+    digest = hashlib.new(algorithm)
     for chunk in chunks:
         digest.update(chunk)
     return base64.b64encode(digest.digest()).decode("ascii")
+
+
+def sha256_b64(chunks: Iterable[bytes]) -> str:
+    return b64_digest(chunks, "sha256")
 
 
 def file_sha256(path: Path) -> str:
@@ -42,11 +58,11 @@ def file_chunks(path: Path) -> Iterable[bytes]:
             yield chunk
 
 
-def digest_folder(variant_dir: Path) -> dict[str, str]:
-    """``{relpath: base64 sha256}`` over a variant folder, as metadata.json records it."""
+def digest_folder(variant_dir: Path, algorithm: str = "sha256") -> dict[str, str]:
+    """``{relpath: base64 hash}`` over a variant folder, as metadata.json records it."""
     files = {}
     for path in sorted(variant_dir.rglob("*")):
         relpath = path.relative_to(variant_dir).as_posix()
         if path.is_file() and is_digested(relpath):
-            files[relpath] = sha256_b64(file_chunks(path))
+            files[relpath] = b64_digest(file_chunks(path), algorithm)
     return files

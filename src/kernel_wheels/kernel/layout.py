@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..confine import Problem, Refusal, regular_files
 from ..errors import LfsPointerError, VariantError
 from .arrival import Arrival
 
@@ -87,65 +87,26 @@ def _escaped(name: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", name)
 
 
-def _resolved(path: Path, shown_as: str) -> Path:
-    """``path`` with every link followed; a link loop is one line, not a RuntimeError."""
-    try:
-        return path.resolve(strict=False)
-    except (RuntimeError, OSError) as exc:  # 3.11 raises RuntimeError for a loop, 3.13 OSError
-        reason = getattr(exc, "strerror", None) or exc
-        raise VariantError(f"{shown_as} is a symbolic link loop ({reason}); refusing to pack it") \
-            from None
-
-
 def _walk(variant_dir: Path, link_root: Path) -> list[tuple[Path, str]]:
     """Every regular file under ``variant_dir`` (``(path, relpath)``), following symbolic
     links that stay inside ``link_root`` (each real folder once, so a link loop ends).
     The variant folder itself, and ``build/``, may be links only within the source."""
-    root = _resolved(link_root, link_root.name)
-    if not _resolved(variant_dir, variant_dir.name).is_relative_to(root):
-        raise VariantError(f"{variant_dir.name} (or the build/ folder holding it) is a symbolic "
-                           "link that leads outside the source; refusing to pack it")
+    folder = variant_dir.name
+
+    def refused(refusal: Refusal) -> VariantError:
+        if refusal.problem is Problem.OUTSIDE and not refusal.relpath:
+            return VariantError(f"{folder} (or the build/ folder holding it) is a symbolic link "
+                                "that leads outside the source; refusing to pack it")
+        where = f"{folder}/{refusal.relpath}" if refusal.relpath else folder
+        return VariantError(refusal.message(where, "the source", "pack it"))
+
     try:
-        return _walk_inside(variant_dir, root)
+        return regular_files(variant_dir, link_root, refused,
+                             check_name=lambda relpath: _checked_name(relpath, folder))
     except OSError as exc:  # unreadable folder, a loop the stat call met first
-        where = f"{variant_dir.name}/{os.path.relpath(exc.filename, variant_dir)}" \
-            if isinstance(exc.filename, str) else variant_dir.name
+        where = f"{folder}/{os.path.relpath(exc.filename, variant_dir)}" \
+            if isinstance(exc.filename, str) else folder
         raise VariantError(f"{_escaped(where)}: {exc.strerror or exc}; refusing to pack it") from None
-
-
-def _walk_inside(variant_dir: Path, root: Path) -> list[tuple[Path, str]]:
-    files: list[tuple[Path, str]] = []
-    seen: set[Path] = set()
-    pending = [(variant_dir, "")]
-    while pending:
-        folder, prefix = pending.pop()
-        real = folder.resolve()
-        if real in seen:
-            continue
-        seen.add(real)
-        with os.scandir(folder) as entries:
-            for entry in sorted(entries, key=lambda e: e.name):
-                relpath = _checked_name(prefix + entry.name, variant_dir.name)
-                path = Path(entry.path)
-                if entry.is_symlink():
-                    target = _resolved(path, f"{variant_dir.name}/{relpath}")
-                    if not target.is_relative_to(root):
-                        raise VariantError(
-                            f"{variant_dir.name}/{relpath} is a symbolic link that leads outside "
-                            "the source; refusing to pack it")
-                    if not target.exists():
-                        raise VariantError(f"{variant_dir.name}/{relpath} is a broken symbolic link")
-                mode = path.stat().st_mode  # follows links (inside the source, checked above)
-                if stat.S_ISDIR(mode):
-                    pending.append((path, relpath + "/"))
-                elif stat.S_ISREG(mode):
-                    files.append((path, relpath))
-                else:
-                    kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
-                            else "a device file")
-                    raise VariantError(f"{variant_dir.name}/{relpath} is {kind}, not a file; "
-                                       "refusing to pack it")
-    return sorted(files, key=lambda item: item[1])
 
 
 def read_layout(variant_dir: Path, module: str, link_root: Path,

@@ -12,6 +12,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..kernel.build_provenance import read_build_provenance
+
 VERIFIED_FILE = "kernel_wheels.verified.json"
 #: The shape of the file; readers refuse another.
 FORMAT = 1
@@ -33,24 +35,16 @@ class BuildFacts:
     dirty: bool | None = None
 
     @classmethod
-    def from_metadata(cls, raw: dict[str, Any]) -> BuildFacts:
-        provenance = raw.get("provenance")
-        if not isinstance(provenance, dict):
+    def from_metadata(cls, raw: dict[str, Any], where: str = "metadata.json") -> BuildFacts:
+        """Read as kernels reads it (kernel/build_provenance.py: the legacy ``sha`` as
+        ``commit``); raises MetadataError where kernels would refuse it."""
+        found = read_build_provenance(raw.get("provenance"), where)
+        if found is None:
             return cls()
-        builder = provenance.get("kernel-builder")
-        builder = builder if isinstance(builder, dict) else {}
-        kernel = provenance.get("kernel")
-        kernel = kernel if isinstance(kernel, dict) else {}
-
-        def text(value: object) -> str | None:
-            return value[:200] if isinstance(value, str) and value else None
-
-        flags = [value for value in (builder.get("dirty"), kernel.get("dirty"))
-                 if isinstance(value, bool)]
-        return cls(kernel_commit=text(kernel.get("commit")),
-                   builder_version=text(builder.get("version")),
-                   builder_commit=text(builder.get("commit")),
-                   dirty=any(flags) if flags else None)
+        return cls(kernel_commit=found.kernel.commit if found.kernel else None,
+                   builder_version=found.builder_version[:200] or None,
+                   builder_commit=found.builder.commit if found.builder else None,
+                   dirty=found.dirty)
 
 
 @dataclass(frozen=True)

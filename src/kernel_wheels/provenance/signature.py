@@ -4,6 +4,14 @@ production instance (read from the package, never refreshed over the network: th
 verification is offline and the same on every machine), or a private deployment's
 ``--trusted-root FILE``.
 
+``kernels`` asks Sigstore's TUF repository for the production root online
+(``Verifier.production()``); that root has held the Rekor v2 log
+``log2025-1.rekor.sigstore.dev`` since 2025-09-22, and builds logged there verify only
+under a root that has it. The first ``sigstore`` release that ships such a root is 4.2.0
+(its embedded root is byte for byte the TUF repository's), hence pyproject.toml's floor;
+a production root without that log (an older ``sigstore`` installed anyway) is refused
+rather than used. docs/provenance.md says how an air-gapped site refreshes the root.
+
 The bundle is verified over the exact bytes of ``metadata.json`` before anything in
 them is read (as ``kernels`` does: a forged file never reaches the JSON parser).
 """
@@ -26,6 +34,11 @@ if TYPE_CHECKING:
 #: Where ``sigstore`` keeps the production instance's trusted root (its TUF bootstrap).
 _PRODUCTION = ("sigstore._store", "https%3A%2F%2Ftuf-repo-cdn.sigstore.dev", "trusted_root.json")
 PRODUCTION_ROOT = "sigstore-production"
+#: The oldest ``sigstore`` whose production root ``kernels`` would accept today (above).
+SIGSTORE_FLOOR = "4.2.0"
+#: The Rekor v2 log of Sigstore's production root: its URL and log key id
+#: (``tlogs[].baseUrl``, ``tlogs[].logId.keyId``).
+REKOR_V2_LOG = ("https://log2025-1.rekor.sigstore.dev", "zxGZFVvd0FEmjR8WrFwMdcAJ9vtaY/QXf44Y1wUeP6A=")
 
 
 class SignatureRefused(Exception):
@@ -49,6 +62,11 @@ def _root_bytes(policy: Policy) -> tuple[bytes, str]:
             data = resources.files(package).joinpath(folder, name).read_bytes()
         except (OSError, ModuleNotFoundError) as exc:
             raise SignatureRefused(f"sigstore's production trust root is missing ({exc})") from None
+        if not has_rekor_v2(data):
+            raise SignatureRefused(
+                f"the installed sigstore's production trust root predates the Rekor v2 log "
+                f"{REKOR_V2_LOG[0]} that kernels trusts: install sigstore>={SIGSTORE_FLOOR}, or "
+                "give --trusted-root FILE (docs/provenance.md)")
         return data, PRODUCTION_ROOT
     try:
         data = policy.trusted_root.read_bytes()
@@ -56,6 +74,18 @@ def _root_bytes(policy: Policy) -> tuple[bytes, str]:
         raise SignatureRefused(f"cannot read the trusted root {policy.trusted_root}: "
                                f"{exc.strerror or exc}") from None
     return data, "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@cache
+def has_rekor_v2(root: bytes) -> bool:
+    """Whether a trusted root (JSON) lists the production Rekor v2 log, by its key id."""
+    try:
+        tlogs = json.loads(root).get("tlogs")
+    except (ValueError, AttributeError, RecursionError):
+        return False
+    return isinstance(tlogs, list) and any(
+        isinstance(log, dict) and isinstance(log.get("logId"), dict)
+        and log["logId"].get("keyId") == REKOR_V2_LOG[1] for log in tlogs)
 
 
 @cache

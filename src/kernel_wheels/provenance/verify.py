@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from ..confine import shown
-from ..errors import ProvenanceError
-from ..kernel.digest import digest_folder
+from ..errors import MetadataError, ProvenanceError
+from ..kernel.digest import algorithms, digest_folder
 from .policy import Policy
 from .record import BuildFacts, Verification
 from .signature import SignatureRefused, verify_bundle
@@ -31,23 +32,35 @@ BUNDLE = "metadata.json.sigstore"
 MAX_BUNDLE = 1 << 20
 
 
+#: The variant's digested files hashed with an algorithm: ``{relpath: base64 hash}``.
+FileDigests = Callable[[str], Mapping[str, str]]
+
+
+@dataclass(frozen=True)
+class SignedDigest:
+    """A verified metadata.json's ``digest``: what every file of the variant must be."""
+
+    algorithm: str
+    files: tuple[tuple[str, str], ...]
+
+
 def _refuse(kernel: str, variant: str, reason: str) -> ProvenanceError:
     return ProvenanceError(f"{kernel} {variant}: {reason}")
 
 
 def verify_files(kernel: str, variant: str, metadata: bytes | None, bundle: bytes | None,
-                 policy: Policy, files: Mapping[str, str] | None = None,
+                 policy: Policy, files: FileDigests | None = None,
                  publisher: str | None = None, trusted: bool | None = None) -> Verification:
     """Verify one variant from its metadata.json and bundle bytes (``None``: absent).
-    ``files``: ``{relpath: base64 sha256}`` of every digested file of the variant (as
-    kernel.digest computes them); ``None`` when the caller compares them itself later
-    (to-wheel, from the bytes it packs: :func:`digest_mismatch`)."""
+    ``files``: the variant's digested files hashed with the algorithm the signed digest
+    names (as kernel.digest computes them); ``None`` when the caller compares them itself
+    later (to-wheel, from the bytes it packs: :func:`digest_mismatch`)."""
     if bundle is None:
         if policy.require_signature:
             raise _refuse(kernel, variant, "unsigned (no metadata.json.sigstore) and the policy "
                                            "requires a signature")
-        verification = Verification(kernel, variant, signed=False,
-                                    metadata_sha256=_sha(metadata), build=_build(metadata))
+        verification = Verification(kernel, variant, signed=False, metadata_sha256=_sha(metadata),
+                                    build=_build(kernel, variant, metadata))
         return enforce(replace(verification, publisher=publisher, trusted_publisher=trusted), policy)
     if metadata is None:
         raise _refuse(kernel, variant, "metadata.json.sigstore without the metadata.json it signs")
@@ -59,18 +72,20 @@ def verify_files(kernel: str, variant: str, metadata: bytes | None, bundle: byte
     except SignatureRefused as exc:
         raise _refuse(kernel, variant, str(exc)) from None
     expected = signed_digest(kernel, variant, metadata)
-    if files is not None and (reason := digest_mismatch(expected, files)) is not None:
+    if files is not None and (reason := digest_mismatch(dict(expected.files),
+                                                        files(expected.algorithm))) is not None:
         raise _refuse(kernel, variant, reason)
     verification = Verification(
         kernel, variant, signed=True, identity=signed.identity, issuer=signed.issuer,
         log_index=signed.log_index, log_time=signed.integrated_time, trust_root=signed.trust_root,
-        metadata_sha256=_sha(metadata), bundle_sha256=_sha(bundle), files_verified=len(expected),
-        publisher=publisher, trusted_publisher=trusted, build=_build(metadata))
+        metadata_sha256=_sha(metadata), bundle_sha256=_sha(bundle), files_verified=len(expected.files),
+        publisher=publisher, trusted_publisher=trusted, build=_build(kernel, variant, metadata))
     return enforce(verification, policy)
 
 
-def signed_digest(kernel: str, variant: str, metadata: bytes) -> dict[str, str]:
-    """The digest of a metadata.json whose signature verified: ``{relpath: base64 sha256}``."""
+def signed_digest(kernel: str, variant: str, metadata: bytes) -> SignedDigest:
+    """The digest of a metadata.json whose signature verified: its algorithm (one of
+    kernels-data's, sha256 or sha512) and ``(relpath, base64 hash)`` of every file."""
     try:
         raw = json.loads(metadata)
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
@@ -83,10 +98,12 @@ def signed_digest(kernel: str, variant: str, metadata: bytes) -> dict[str, str]:
             isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
         raise _refuse(kernel, variant, "the signed metadata.json has no file digests: the "
                                        "signature covers none of the variant's files")
-    if digest.get("algorithm") != "sha256":
+    algorithm = digest.get("algorithm")
+    if algorithm not in algorithms():
         raise _refuse(kernel, variant, f"the signed metadata.json's digest algorithm "
-                                       f"'{shown(str(digest.get('algorithm')))}' is not sha256")
-    return files
+                                       f"'{shown(str(algorithm))}' is not one kernels reads "
+                                       f"({', '.join(algorithms())})")
+    return SignedDigest(str(algorithm), tuple(sorted(files.items())))
 
 
 def digest_mismatch(expected: Mapping[str, str], actual: Mapping[str, str]) -> str | None:
@@ -126,7 +143,7 @@ def verify_variant_folder(folder: Path, kernel: str, policy: Policy, *, variant:
     variant = variant or folder.name
     metadata = _read(folder / "metadata.json", kernel, variant)
     bundle = _read(folder / BUNDLE, kernel, variant)
-    files = digest_folder(folder) if bundle is not None else None
+    files = partial(digest_folder, folder) if bundle is not None else None
     return verify_files(kernel, variant, metadata, bundle, policy, files, publisher, trusted)
 
 
@@ -146,11 +163,16 @@ def _sha(data: bytes | None) -> str | None:
     return hashlib.sha256(data).hexdigest() if data is not None else None
 
 
-def _build(metadata: bytes | None) -> BuildFacts:
+def _build(kernel: str, variant: str, metadata: bytes | None) -> BuildFacts:
+    """metadata.json's build provenance; a provenance kernels cannot read is refused
+    (kernels refuses to load such a build, and its dirty flag would go unseen)."""
     if metadata is None:
         return BuildFacts()
     try:
         raw = json.loads(metadata)
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-        return BuildFacts()
-    return BuildFacts.from_metadata(raw) if isinstance(raw, dict) else BuildFacts()
+        return BuildFacts()  # the metadata reader says why, in its own words
+    try:
+        return BuildFacts.from_metadata(raw) if isinstance(raw, dict) else BuildFacts()
+    except MetadataError as exc:
+        raise _refuse(kernel, variant, exc.message) from None

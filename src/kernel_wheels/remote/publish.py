@@ -36,7 +36,7 @@ from ..errors import (
     UsageError,
 )
 from ..index.wheelfacts import Inspection, collect_wheels, inspect_wheel
-from ..progress import Progress, Task, as_progress
+from ..progress import Progress, Task, as_progress, readable_size
 from ..wheel.variant_label import split_variant_label
 from .credentials import Repository
 from .simple_client import IndexFile, SimpleClient
@@ -194,10 +194,6 @@ def _upload(http: IndexHttp, repository: Repository, inspection: Inspection,
     raise IndexServerError(f"{repository.display} did not accept {name}: HTTP {status} {reason}")
 
 
-def _size(size: int) -> str:
-    return f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size / 1e3:.1f} kB"
-
-
 def _plan(reader: SimpleClient, inspections: Sequence[Inspection]) -> list[tuple[Inspection, bool]]:
     """(wheel, whether to upload it); a different file under an existing name stops
     the run before anything is uploaded."""
@@ -267,10 +263,10 @@ def publish(paths: Sequence[Path], repository: Repository, *, index_url: str | N
             assert inspection.facts is not None
             name = inspection.facts.filename
             if upload and dry_run:
-                say(f"dry run: would upload {name} ({_size(inspection.facts.size)})")
+                say(f"dry run: would upload {name} ({readable_size(inspection.facts.size)})")
                 outcomes.append(PublishOutcome(name, inspection.facts.sha256, "would upload"))
             elif upload:
-                say(f"uploading {name} ({_size(inspection.facts.size)})")
+                say(f"uploading {name} ({readable_size(inspection.facts.size)})")
                 _upload(http, repository, inspection, say)
                 outcomes.append(PublishOutcome(name, inspection.facts.sha256, "uploaded"))
             else:

@@ -21,9 +21,9 @@ from urllib.request import url2pathname
 
 from packaging.utils import canonicalize_name
 
-from ..elf.fatbin import GpuCode
 from ..errors import IndexServerError, UsageError
 from ..index.simple import GPU_CODE_KEY, JSON_TYPE
+from ..kernel.gpu_archs import GpuCode
 from ..redaction import one_line, split_credentials, strip_userinfo, untrusted_line
 from ..wheel.gpu_record import gpu_code_from
 from .transport import DEFAULT_TIMEOUT, MAX_FILE, IndexHttp, Login, Pace, Tls

@@ -18,12 +18,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..elf.fatbin import GpuCode, arch_key
 from ..elf.reader import ELF_MAGIC, ElfError, read_elf
+from ..kernel.gpu_archs import GpuCode, parse_code_name, sort_code_names
 from .writer import Member
 
 GPU_RECORD = "kernel_wheels_gpu.json"
-_NAME_PREFIXES = {"cubins": "sm_", "ptx": "compute_"}
+_NAME_KINDS = {"cubins": "sm", "ptx": "compute"}
 MAX_RECORD = 1 << 20  # bytes; a record larger than this is not read
 _MAX_NAMES = 64  # nvcc knows about 20 architectures; a record listing more is not one
 
@@ -77,20 +77,18 @@ def gpu_code_from(document: object) -> GpuCode | None:
     if not isinstance(document, dict):
         return None
     lists = []
-    for key, prefix in _NAME_PREFIXES.items():
+    for key, kind in _NAME_KINDS.items():
         names = document.get(key)
         if not isinstance(names, list) or len(names) > _MAX_NAMES or not all(
-                isinstance(n, str) and _well_formed(n, prefix) for n in names):
+                isinstance(n, str) and _is_name(n, kind) for n in names):
             return None
-        lists.append(tuple(sorted(set(names), key=arch_key)))
+        lists.append(sort_code_names(names))
     return GpuCode(lists[0], lists[1])
 
 
-def _well_formed(name: str, prefix: str) -> bool:
-    number = name.removeprefix(prefix)
-    digits = number.rstrip("af")
-    return (name.startswith(prefix) and digits.isascii() and digits.isdigit() and 2 <= len(digits) <= 3
-            and len(number) - len(digits) <= 1)
+def _is_name(name: str, kind: str) -> bool:
+    code = parse_code_name(name)
+    return code is not None and code.kind == kind
 
 
 def wheel_gpu_code(wheel: Path) -> GpuCode | None:

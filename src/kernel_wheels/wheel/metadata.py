@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +11,7 @@ from packaging.licenses import InvalidLicenseExpression, canonicalize_license_ex
 from packaging.metadata import InvalidMetadata, Metadata
 
 from .. import __version__
+from ..confine import shown
 from ..errors import MetadataError
 from .plan import WheelPlan
 
@@ -25,21 +25,31 @@ class DescribedKernel:
 
     summary: str
     description: str | None
+    #: An SPDX expression (``License-Expression``).
     license: str | None
     requirements: tuple[str, ...]
+    #: The exact source revision (``Project-URL: Source``).
     source_url: str | None
+    #: A licence that is not an SPDX expression (the Hub's ``other``, ``llama2``...),
+    #: written as ``License`` (core metadata keeps both fields for this).
+    license_text: str | None = None
+    #: Further ``Project-URL`` entries: (label, URL).
+    project_urls: tuple[tuple[str, str], ...] = ()
 
 
-def normalise_license(value: str | None, warn: Callable[[str], None]) -> str | None:
-    """An SPDX expression from kernel-builder or Hub spellings (``apache-2.0``);
-    unknown ones (``other``) are left out with a warning."""
+def license_fields(value: str | None) -> tuple[str | None, str | None]:
+    """A licence from kernel-builder (SPDX, or the Hub's own identifiers) or a card:
+    ``(SPDX expression, None)`` when it is one (``apache-2.0`` -> ``Apache-2.0``), else
+    ``(None, value)`` for the free-text ``License`` field (``other``)."""
     if not value:
-        return None
+        return None, None
+    if not value.isprintable():
+        raise MetadataError(f"the licence {shown(repr(value), 80)} has a control character in it; "
+                            "it cannot go into METADATA")
     try:
-        return str(canonicalize_license_expression(value))
+        return str(canonicalize_license_expression(value)), None
     except InvalidLicenseExpression:
-        warn(f"licence '{value}' is not an SPDX expression; License-Expression left out")
-        return None
+        return None, value
 
 
 def card_license(card: str | None) -> str | None:
@@ -70,10 +80,13 @@ def metadata_text(plan: WheelPlan, kernel: DescribedKernel) -> str:
     ]
     if kernel.license:
         fields.append(("License-Expression", kernel.license))
+    elif kernel.license_text:
+        fields.append(("License", kernel.license_text))
     fields.append(("Requires-Python", plan.requires_python))
     fields += [("Requires-Dist", r) for r in (plan.torch_requirement, *kernel.requirements)]
     if kernel.source_url:
         fields.append(("Project-URL", f"Source, {kernel.source_url}"))
+    fields += [("Project-URL", f"{label}, {url}") for label, url in kernel.project_urls]
     if kernel.description:
         fields.append(("Description-Content-Type", "text/markdown"))
     text = "".join(f"{key}: {value}\n" for key, value in fields)

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UsageError
+from ..kernel.gpu_archs import parse_capability
 from ..kernel.variants import Variant
 
 SCHEMA_URL = "https://variants-schema.wheelnext.dev/v0.2.0.json"
@@ -58,7 +59,6 @@ PROVIDERS: dict[str, dict[str, Any]] = {
 }
 LABEL = re.compile(r"[0-9a-z._]{1,16}")
 _VALUE = re.compile(r"[a-z0-9_.]+")
-_ARCH = re.compile(r"(?P<major>\d+)\.(?P<minor>\d+)(?P<suffix>[a-z]?)(?P<ptx>\+PTX)?")
 #: A stable-ABI build fits every later torch 2.x; the ABI is not promised across majors.
 _LAST_TORCH2_MINOR = 99
 
@@ -141,16 +141,16 @@ def sm_arch_values(archs: Iterable[str]) -> list[str]:
     """metadata.json's CUDA capabilities as ``sm_arch`` values: ``8.0`` -> ``80_real``,
     ``9.0+PTX`` -> ``90_real`` and ``90_virtual``. Any capability not of that form
     leaves the feature out (a wheel must not claim less than it runs on)."""
-    values: list[str] = []
+    cubins: list[str] = []
+    ptx: list[str] = []
     for arch in archs:
-        match = _ARCH.fullmatch(arch.strip())
-        if match is None:
+        capability = parse_capability(arch.strip())
+        code = capability.code if capability is not None else None
+        if code is None:
             return []
-        base = f"{int(match['major'])}{int(match['minor'])}{match['suffix']}"
-        values.append(base + "_real")
-        if match["ptx"]:
-            values.append(base + "_virtual")
-    return sorted(set(values))
+        cubins += code.cubins
+        ptx += code.ptx
+    return sm_arch_of_code(cubins, ptx)
 
 
 def sm_arch_of_code(cubins: Iterable[str], ptx: Iterable[str]) -> list[str]:
