@@ -18,7 +18,7 @@ from support.helpers import ROOT
 PACKAGE = ROOT / "src" / "kernel_wheels"
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 WINGS = ("cli", "distribution", "mirror", "serve", "locked", "convert", "site", "install", "remote", "index",
-         "checks", "sources", "building", "wheel", "provenance", "kernel", "elf")
+         "checks", "sources", "building", "wheel", "hub", "provenance", "kernel", "elf")
 FLOOR = ("errors", "data", "cache", "network", "confine", "processes", "redaction", "progress")
 
 

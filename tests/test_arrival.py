@@ -1,6 +1,6 @@
 """A file read while it is downloaded (kernel_wheels.arrival): the reader gets exactly the
 verified bytes, starts over when the transfer does, and never hangs. The "downloader"
-here is a thread writing a real file the way hub_files does (partial file, flush, rename
+here is a thread writing a real file the way hub.files does (partial file, flush, rename
 into place); the Hub-level behaviour is covered by test_reliability_hub's faults."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ PIECE = 64 << 10
 def download(arrival: Arrival, partial: Path, data: bytes, *, between: Callable[[int], None] = lambda _: None,
              rename: bool = True) -> None:
     """Write ``data`` to ``partial`` piece by piece, telling ``arrival``; then place it
-    (hub_files' order: the file is created, then announced)."""
+    (hub.files' order: the file is created, then announced)."""
     with partial.open("wb") as out:
         arrival.started(partial)
         for start in range(0, len(data), PIECE):
@@ -163,7 +163,7 @@ def test_a_variant_folder_never_shows_a_half_placed_link(tmp_path: Path) -> None
     (a file the HF cache already holds, from another version, is linked at once): it must
     only ever see finished links, never a temporary name (which it would pack, or refuse
     as a broken link). Placed 300 times while another thread lists the folder."""
-    from kernel_wheels.sources.hub_files import HubCacheRepo
+    from kernel_wheels.hub.files import HubCacheRepo
 
     repo = HubCacheRepo(tmp_path / "models--org--name", tmp_path / ".locks" / "models--org--name")
     repo.locks.mkdir(parents=True)

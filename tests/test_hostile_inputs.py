@@ -277,7 +277,7 @@ def _hub_call(route: str) -> Callable[[], object]:
 
     source = HubSource(REPO, repo_type="kernel", network=NetworkSettings(timeout=5, retries=0))
     revision = Revision("v1.0.0", "v1.0.0", COMMIT, None)
-    return {"refs": source.release_tags,
+    return {"refs": source.repository.release_tags,
             "revision": lambda: source.resolve(parse_request(None, COMMIT)),
             "tree:build": lambda: source.variant_names(revision),
             f"tree:build/{VARIANT}": lambda: source.variant_files(revision, VARIANT)}[route]
@@ -297,13 +297,13 @@ def test_hub_json_answers(hostile_endpoint: HostileHub, route: str, body: bytes,
 @HARNESS
 @given(page=json_values, folder=st.sampled_from(["", "build", f"build/{VARIANT}"]))
 def test_hub_tree_pages_checked_field_by_field(page: Any, folder: str) -> None:
-    from kernel_wheels.sources import hub_answers
+    from kernel_wheels.hub import answers
 
     where = f"{REPO} at {COMMIT[:12]}"
-    returns_or_one_line("tree page", lambda: hub_answers.folder_names(
-        [hub_answers.tree_page(page, where)], folder, where))
-    returns_or_one_line("tree files", lambda: hub_answers.remote_files(
-        [hub_answers.tree_page(page, where)], folder, where))
+    returns_or_one_line("tree page", lambda: answers.folder_names(
+        [answers.tree_page(page, where)], folder, where))
+    returns_or_one_line("tree files", lambda: answers.remote_files(
+        [answers.tree_page(page, where)], folder, where))
 
 
 @FEW
@@ -312,7 +312,8 @@ def test_hub_org_listings(body: bytes, kind: str) -> None:
     """``mirror --org``'s author listings, through organisation_repos over HTTP."""
     from huggingface_hub import constants
 
-    from kernel_wheels.mirror.listing import organisation_repos
+    from kernel_wheels.hub.client import open_client
+    from kernel_wheels.hub.listing import organisation_repos
     from kernel_wheels.network import NetworkSettings
     from support.serve_hub import HostileHub as ListingHub
 
@@ -321,7 +322,7 @@ def test_hub_org_listings(body: bytes, kind: str) -> None:
         patch.setenv("HF_TOKEN", "")
         listing.rule(rf"^GET /api/{kind}\?", "raw", status=200, content_type="application/json", body=body)
         returns_or_one_line("org listing", lambda: organisation_repos(
-            "org-a", NetworkSettings(timeout=5, retries=0)))
+            open_client(NetworkSettings(timeout=5, retries=0)), "org-a"))
 
 
 # -- index pages (PEP 503 HTML, PEP 691 JSON), over HTTP and from a file:// index ---------------

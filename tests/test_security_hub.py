@@ -330,6 +330,26 @@ def test_two_tags_of_one_version_on_one_commit_are_fine(hub: HostileHub, world: 
     assert proc.returncode == 0, proc.stderr
 
 
+def test_versions_lists_a_release_two_tags_spell_once(hub: HostileHub, world: Path) -> None:
+    """``versions`` follows the release rule to-wheel, serve and mirror follow: two tags
+    that spell one version are one release, listed once; on different commits it is
+    marked ambiguous (in the JSON, the table and one warning line), on one commit not."""
+    hub.repo.tags = {"v1.1.2": COMMIT, "v1.01.2": OTHER, "v1.0.0": COMMIT, "v01.0.0": COMMIT}
+    env = env_for(hub, world)
+    listed = json.loads(run_cli("versions", REPO, "--json", "--retries", "0", env=env).stdout)["versions"]
+    assert [(v["kind"], v["version"], v["ref"], v["commit"], v.get("ambiguous")) for v in listed] == [
+        ("release", "1.1.2", "v1.1.2", COMMIT, [{"ref": "v1.01.2", "commit": OTHER}]),
+        ("release", "1.0.0", "v1.0.0", COMMIT, None)]
+    proc = run_cli("versions", REPO, "--retries", "0", env=env)
+    rows = [row.split() for row in proc.stdout.splitlines()]
+    assert [row[:4] for row in rows[1:]] == [["1.1.2", "release", "(ambiguous)", "v1.1.2"],
+                                             ["1.0.0", "release", "v1.0.0", COMMIT[:12]]]
+    assert proc.stderr.splitlines() == [
+        f"warning: {REPO}: the tags v1.1.2 and v1.01.2 spell version 1.1.2 on different commits: "
+        "to-wheel, serve and mirror refuse it (remove one tag, or convert one commit with "
+        "--revision COMMIT)"]
+
+
 def _git(repo: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
                    check=True, capture_output=True)
@@ -354,6 +374,9 @@ def test_two_tags_that_spell_one_version_in_a_git_repository_are_refused(tmp_pat
     _git(repo, "tag", "v1.01.2")
     proc = run_cli("to-wheel", repo, "1.1.2", "-o", tmp_path / "out", check=False)
     one_line_error(proc, "v1.1.2", "v1.01.2")
+    listed = json.loads(run_cli("versions", repo, "--json").stdout)["versions"]
+    assert [(v["version"], v["ref"], [r["ref"] for r in v.get("ambiguous", [])]) for v in listed] == \
+        [("1.1.2", "v1.1.2", ["v1.01.2"])]
 
 
 # -- defects 7 and 8: source trees -------------------------------------------------------------

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from support.helpers import Olah, free_port, read_member, run_cli
+from support.helpers import Olah, free_port, one_line_error, read_member, run_cli
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
 
@@ -243,6 +243,31 @@ def test_authentication_errors_mention_hf_token_never_print_it(error_server: str
     assert "needs authentication (HTTP 401): set HF_TOKEN" in no_token.stderr
     for proc in (denied, gated, no_token):
         assert secret not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+
+
+# -- the repository-id rule ---------------------------------------------------------------
+@pytest.mark.parametrize("repo_id", ["org/a..b", "org/_name", "org/.name", "org/name/more", "org/"])
+def test_every_command_takes_a_repository_id_by_one_rule(repo_id: str, tmp_path: Path) -> None:
+    """to-wheel's SOURCE, serve's --kernels, mirror's REPO and a kernels.lock's repo_id are
+    one rule (kernel.repo_id): what one refuses, each refuses with its own line, before
+    any Hub is asked (the endpoint here answers nothing); an id it takes goes to the Hub."""
+    env = {"HF_ENDPOINT": f"http://127.0.0.1:{free_port()}", "HF_HOME": str(tmp_path / "hf"),
+           "KERNEL_WHEELS_CACHE": str(tmp_path / "kw")}
+    one_line_error(run_cli("to-wheel", repo_id, "1.0.0", "-o", tmp_path / "out", cwd=tmp_path, env=env,
+                           check=False),
+                   f"'{repo_id}' is not an existing folder, a git URL or a Hub repository id", status=2)
+    one_line_error(run_cli("serve", "--kernels", repo_id, env=env, check=False),
+                   f"'{repo_id}' is not a Hub repository id (org/name)", status=2)
+    one_line_error(run_cli("mirror", repo_id, "--to", tmp_path / "site", env=env, check=False),
+                   f"a repository to mirror: '{repo_id}' is not a repository id (org/name)", status=1)
+    lock = tmp_path / "kernels.lock"
+    lock.write_text(json.dumps([{"repo_id": repo_id, "sha": "a" * 40, "variants": {}}]))
+    one_line_error(run_cli("to-wheel", "--lock", lock, "-o", tmp_path / "out", env=env, check=False),
+                   "is not a Hub repository id (org/name)", status=1)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "site").exists()
+    taken = run_cli("to-wheel", "Org-1/na.me_x-2", "1.0.0", "-o", tmp_path / "out", cwd=tmp_path,
+                    env={**env, "HF_HUB_OFFLINE": "1"}, check=False)
+    one_line_error(taken, "HF_HUB_OFFLINE=1 and Org-1/na.me_x-2 is not in the cache", status=1)
 
 
 # -- git sources ----------------------------------------------------------------------

@@ -43,7 +43,7 @@ _API = {
     # mirror, serve, build
     "mirror_kernels": "mirror.pipeline:mirror", "MirrorOptions": "mirror.pipeline",
     "MirrorResult": "mirror.pipeline", "open_target": "mirror.pipeline",
-    "HubLister": "mirror.listing",
+    "HubLister": "mirror.listing", "mirror_listings": "mirror.listing:gather",
     "run_server": "serve.server", "ServeSettings": "serve.settings", "parse_kernels": "serve.settings",
     "build": "building.pipeline", "BuildOptions": "building.pipeline", "BuildReport": "building.pipeline",
 }

@@ -17,7 +17,8 @@ from typing import Any
 from .. import data
 from ..confine import read_regular, shown
 from ..errors import BuildError
-from ..kernel.metadata import KernelDependency, is_repo_id
+from ..kernel.metadata import KernelDependency
+from ..kernel.repo_id import is_repo_id
 from .flags import Kind, refused_flag
 from .tree import check_folder, package_files, tree_path
 

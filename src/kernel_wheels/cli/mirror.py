@@ -94,7 +94,7 @@ def register(commands: Commands) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import UsageError
-    from ..mirror.listing import HubLister, dedupe, locked_listings, organisation_repos
+    from ..mirror.listing import HubLister, gather
     from ..mirror.pipeline import check_target, mirror, open_target
 
     if not (args.repos or args.org or args.lock):
@@ -103,15 +103,10 @@ def run(args: argparse.Namespace) -> int:
     check_target(args.to, args.state, options)  # before --timeout and --retries are read
     store, uploads = open_target(args.to, args.state, options, network(args), prompt=not args.dry_run)
     lister = HubLister(network(args), args.repo_type)
-    repos = list(args.repos)
     progress = from_args(args)
     if options.shard.source:  # --shard auto: which part, and from what
         progress(f"shard {options.shard} from {options.shard.source}")
-    for org in args.org:
-        repos += organisation_repos(org, lister.network, warn=progress)
-    listings = [lister.list(repo) for repo in dedupe(repos)]
-    if args.lock:
-        listings += locked_listings(args.lock, lister, options.filters)
+    listings = gather(lister, args.repos, args.org, args.lock, options.filters, warn=progress)
     renderer = _Renderer(progress)
     try:
         result = mirror(listings, store, options, lister=lister, progress=renderer, uploads=uploads)

@@ -37,8 +37,13 @@ def run(args: argparse.Namespace) -> int:
     if not versions:
         args.progress(f"{source.display} has no versions (no vX.Y.Z tags or vN branches)")
         return 0
-    rows = [(v.version, "release" if v.kind == "release" else "major (newest build)", v.ref,
+    kinds = {"release": "release", "major": "major (newest build)"}
+    rows = [(v.version, kinds[v.kind] + (" (ambiguous)" if v.rivals else ""), v.ref,
              v.commit[:12], f"{v.variants} variant{'s' if v.variants != 1 else ''}")
             for v in versions]
     print_table(("version", "kind", "ref", "commit", "builds"), rows)
+    for version in versions:
+        if version.ambiguity:
+            args.progress(f"warning: {version.ambiguity}: to-wheel, serve and mirror refuse it "
+                          "(remove one tag, or convert one commit with --revision COMMIT)")
     return 0

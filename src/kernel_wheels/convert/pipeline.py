@@ -9,7 +9,6 @@ wheels or none: a failure anywhere leaves the output folder as it was.
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 import threading
 from collections.abc import Callable
@@ -27,7 +26,8 @@ from ..errors import MetadataError, OutputExistsError, UsageError, VariantError
 from ..kernel.arrival import Arrival, ArrivalCancelled
 from ..kernel.digest import file_sha256
 from ..kernel.layout import read_layout
-from ..kernel.metadata import KernelMetadata, is_repo_id, module_name, read_kernel_metadata
+from ..kernel.metadata import KernelMetadata, module_name, read_kernel_metadata
+from ..kernel.repo_id import is_repo_id, repo_id_of_hub_url
 from ..kernel.revision import Revision
 from ..kernel.selection import VariantFilter, select_variants
 from ..kernel.variants import Variant
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     from ..checks import CheckReport
 
 Progress = Callable[[str], None]
-_HUB_URL = re.compile(r"https://huggingface\.co/(?:kernels/)?([^/]+/[^/]+)")
 
 
 @dataclass(frozen=True)
@@ -246,8 +245,8 @@ class _Conversion:
         # Named by what is the same for everyone converting it (the Hub repository its
         # canonical URL names, through the Hub or a clone; else the kernel's folder
         # name), never by how the request spelled a path: the record is in the bytes.
-        hub = _HUB_URL.fullmatch(self.revision.source_url or "")
-        kernel = hub[1] if hub else getattr(self.source, "repo_id", None) or self.source.name
+        kernel = repo_id_of_hub_url(self.revision.source_url or "") \
+            or getattr(self.source, "repo_id", None) or self.source.name
         found = verify_files(kernel, f"build/{variant.name}", metadata, bundle,
                              self.options.policy, None, publisher, now if now is not None else recorded)
         found = replace(found, trusted_publisher=recorded)

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..confine import inside, shown
 from ..errors import DistributionError, EnvironmentProbeError, UnsafeNameError, UsageError
-from ..kernel.metadata import is_repo_id
+from ..kernel.repo_id import is_repo_id, repo_id_of_hub_url
 from .environment import run_probe, target_python
 
 #: What the target Python runs: every distribution whose dist-info holds a provenance
@@ -50,7 +50,6 @@ for dist in metadata.distributions():
                   "files": [str(path) for path in dist.files or []]})
 print(json.dumps(found))
 """
-_HUB_REPO = re.compile(r"https://huggingface\.co/(?:kernels/)?([A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)")
 
 
 @dataclass(frozen=True)
@@ -91,11 +90,11 @@ def _kernel(row: Any) -> InstalledKernel | None:
     folder = record.get("variant_folder")
     if record.get("wheel_layout") != 2 or not isinstance(folder, str):
         return None  # kernel-wheels 0.1 moved the kernel's files: nothing for kernels to load
-    match = _HUB_REPO.fullmatch(str(record.get("source") or ""))
-    # A folder or git source's Hub repository (to-wheel --repo-id, or the repo-id that
-    # build records from build.toml); a Hub source's own URL comes first.
-    repo_id = match[1] if match else record.get("repo_id") if is_repo_id(record.get("repo_id")) \
-        else None
+    # A Hub source's own URL first; else a folder or git source's Hub repository
+    # (to-wheel --repo-id, or the repo-id that build records from build.toml).
+    recorded = record.get("repo_id")
+    repo_id = repo_id_of_hub_url(str(record.get("source") or "")) \
+        or (recorded if is_repo_id(recorded) else None)
     path = _own_folder(row, folder, repo_id)
     if not (path / "metadata.json").is_file():
         return None  # without metadata.json, kernels cannot load a folder

@@ -35,14 +35,7 @@ from .. import data
 from ..confine import read_regular, shown
 from ..errors import MetadataError
 from .build_provenance import BuildProvenance, read_build_provenance
-
-_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
-
-
-def is_repo_id(text: object) -> bool:
-    """A Hub repository id (``org/name``): what may go into LOCAL_KERNELS, whose
-    separators (``=``, ``:``) it cannot hold."""
-    return isinstance(text, str) and _REPO_ID.fullmatch(text) is not None
+from .repo_id import is_repo_id
 
 
 @dataclass(frozen=True)
@@ -262,7 +255,7 @@ def _kernel_depends(entries: list[Any], where: str) -> tuple[KernelDependency, .
         repo_id = entry.get("repo-id") if isinstance(entry, dict) else None
         version = entry.get("version") if isinstance(entry, dict) else None
         revision = entry.get("revision") if isinstance(entry, dict) else None
-        if not isinstance(repo_id, str) or not _REPO_ID.fullmatch(repo_id) or set(entry) - keys or not (
+        if not is_repo_id(repo_id) or set(entry) - keys or not (
                 (isinstance(version, int) and not isinstance(version, bool) and version >= 0
                  and revision is None)
                 or (version is None and isinstance(revision, str) and revision

@@ -153,6 +153,14 @@ class TaggedRelease:
     #: Other tags that spell the version on other commits (:func:`rivals_of`).
     rivals: tuple[tuple[str, str], ...]
 
+    def ambiguity(self, where: str) -> str | None:
+        """Why the release is ambiguous (its version spelt on other commits too), as a
+        listing says it; None when it is not."""
+        if not self.rivals:
+            return None
+        rivals = ", ".join(tag for tag, _ in self.rivals)
+        return f"{where}: the tags {self.tag} and {rivals} spell version {self.version} on different commits"
+
 
 def tagged_releases(tags: Mapping[str, str]) -> list[TaggedRelease]:
     """The release versions that ``tags`` (tag -> commit) spell, oldest first."""

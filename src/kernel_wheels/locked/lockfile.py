@@ -28,11 +28,11 @@ from typing import Any
 
 from ..confine import commit_id, file_name, read_regular, shown
 from ..errors import LockError, UnsafeNameError
+from ..kernel.repo_id import is_repo_id
 
 LOCK_FILE = "kernels.lock"
 PROJECT_FILE = "pyproject.toml"
 HASH_TYPE = "git_lfs_concat"
-_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 _HASH = re.compile(r"sha256-[0-9a-f]{64}")
 #: A lock file larger than this is not one ``kernels lock`` wrote.
 MAX_LOCK_SIZE = 16 << 20
@@ -121,7 +121,7 @@ def _entry(entry: Any, where: str) -> list[LockedKernel]:
 
 
 def _repo_id(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not _REPO_ID.fullmatch(value):
+    if not is_repo_id(value):
         raise LockError(f"{where}: {shown(repr(value), 80)} is not a Hub repository id (org/name)")
     return value
 

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 from ..confine import shown
 from ..errors import DistributionError
-from .state import ROOT, PagesRecord, check_repo_id, encode, project_of, read_json, state_repos
+from ..kernel.repo_id import check_repo_id
+from .state import ROOT, PagesRecord, encode, project_of, read_json, state_repos
 from .store import Destination
 
 OWNERS = f"{ROOT}/owners"

@@ -36,6 +36,7 @@ from packaging.utils import canonicalize_name
 
 from ..confine import commit_id, file_name, shown
 from ..errors import DistributionError, UnsafeNameError, UsageError
+from ..kernel.repo_id import check_repo_id, is_repo_id
 from ..site.pages import FILES
 from .store import Destination
 
@@ -46,7 +47,6 @@ PAGES = f"{ROOT}/pages.json"
 FORMAT = 1
 #: Objects read at once.
 READERS = 16
-_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 #: Versions, variants, tags and wheel names as the mirror writes them.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,254}")
@@ -57,12 +57,6 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _PROJECT = re.compile(r"\w[\w-]*")
 #: ``Requires-Python`` and yank reasons: one printable line of reasonable length.
 _TEXT = re.compile(r"[^\x00-\x1f\x7f-\x9f]{0,1000}")
-
-
-def check_repo_id(repo: object, where: str) -> str:
-    if not isinstance(repo, str) or not _REPO_ID.fullmatch(repo) or ".." in repo:
-        raise UnsafeNameError(f"{where}: {shown(repr(repo))} is not a repository id (org/name)")
-    return repo
 
 
 @lru_cache(maxsize=4096)  # asked for each record read: a mirror has few repositories
@@ -230,7 +224,7 @@ def _pending_parts(key: str) -> tuple[str, str, str, str]:
     if len(parts) == 4 and parts[3].endswith(".json"):
         variant, _, commit = parts[3].removesuffix(".json").rpartition("@")
         repo = "/".join(parts[:2])
-        if _REPO_ID.fullmatch(repo) and ".." not in repo and _NAME.fullmatch(parts[2]) \
+        if is_repo_id(repo) and _NAME.fullmatch(parts[2]) \
                 and _NAME.fullmatch(variant) and _COMMIT.fullmatch(commit):
             return repo, parts[2], variant, commit
     raise DistributionError(f"{shown(key)} is not a pending record's key "
@@ -278,7 +272,7 @@ def state_repos(store: Destination) -> list[str]:
     prefix = f"{STATE}/"
     repos = sorted(k[len(prefix):-len(".json")] for k in store.keys(prefix) if k.endswith(".json"))
     for repo in repos:
-        if not _REPO_ID.fullmatch(repo) or ".." in repo:
+        if not is_repo_id(repo):
             raise DistributionError(f"{store.description}/{state_key(repo)} is not a state record's key "
                                     "(state/<org>/<name>.json); remove it")
     return repos

@@ -48,13 +48,22 @@ from ..errors import (
     UsageError,
     WheelUnavailableError,
 )
+from ..hub.failures import unusable
 from ..index import simple
 from ..index.targets import Target, parse_target_key
 from ..index.wheelfacts import WheelFacts
 from ..network import NetworkSettings
 from .auth import Authenticator, BasicAuth, Users
 from .cache import WheelCache
-from .catalog import Catalog, HubListing, KernelHealth, KernelListing, ServedWheel, all_wheels, unusable
+from .catalog import (
+    Catalog,
+    HubListing,
+    KernelHealth,
+    KernelListing,
+    ServedWheel,
+    all_wheels,
+    listing_repositories,
+)
 from .conversions import BackOff, Conversions, OpenedFile
 from .flight import SingleFlight
 from .logs import AccessLog, EventLog, json_hub_logs
@@ -63,6 +72,7 @@ from .pages import entries, for_target, landing_page, target_keys
 from .settings import HTPASSWD_VARIABLE, ServeSettings
 
 if TYPE_CHECKING:
+    from ..hub.repository import HubRepository
     from ..sources.hub import HubSource
 
 _CHUNK = 256 << 10
@@ -323,28 +333,26 @@ def load_users(settings: ServeSettings) -> Users | None:
 
 
 def hub_sources(settings: ServeSettings,
-                events: EventLog) -> tuple[dict[str, HubSource], dict[str, HubSource]]:
-    """Per kernel, a Hub source for listings (one retry at most: the stale listing is
-    served instead of waiting) and one for conversions (the configured retries).
+                events: EventLog) -> tuple[dict[str, HubRepository], dict[str, HubSource]]:
+    """Per kernel, the Hub repository its listings are asked of (one retry at most: the
+    stale listing is served instead of waiting) and a Hub source for conversions (the
+    configured retries).
 
     All are made here, before the first request: making one resets huggingface_hub's
-    shared HTTP client (``network.configure_hub_client``), which must not happen while
+    shared HTTP client (``hub.client.open_client``), which must not happen while
     another thread is using it.
     """
     from ..sources.hub import HubSource
 
     network = NetworkSettings.from_environment(settings.timeout, settings.retries)
-    listing = NetworkSettings(network.timeout, min(network.retries, 1), network.backoff)
 
     def note_for(repo: str) -> Callable[[str], None]:
         return lambda message: events.write("hub-note", repo=repo, message=message)
 
-    def sources(settings_for: NetworkSettings) -> dict[str, HubSource]:
-        return {k.repo_id: HubSource(k.repo_id, repo_type=settings.repo_type,
-                                     network=settings_for, progress=note_for(k.repo_id))
-                for k in settings.kernels}
-
-    return sources(listing), sources(network)
+    listing = listing_repositories(settings.kernels, settings.repo_type, network, note_for)
+    return listing, {k.repo_id: HubSource(k.repo_id, repo_type=settings.repo_type, network=network,
+                                          progress=note_for(k.repo_id))
+                     for k in settings.kernels}
 
 
 def list_at_startup(settings: ServeSettings, events: EventLog) -> dict[str, str]:
@@ -352,16 +360,12 @@ def list_at_startup(settings: ServeSettings, events: EventLog) -> dict[str, str]
     cannot be listed at all (a wrong name, no access, a Hub that is down with no listing
     kept from an earlier run). The listings are stored in the cache, where the workers
     find them."""
-    from ..sources.hub import HubSource
-
     network = NetworkSettings.from_environment(settings.timeout, settings.retries)
-    listing = NetworkSettings(network.timeout, min(network.retries, 1), network.backoff)
-    sources = {k.repo_id: HubSource(k.repo_id, repo_type=settings.repo_type, network=listing)
-               for k in settings.kernels}
+    repositories = listing_repositories(settings.kernels, settings.repo_type, network)
     cache = WheelCache(settings.cache, settings.cache_size, events)
     with ThreadPoolExecutor(min(_LISTING_THREADS, len(settings.kernels)),
                             thread_name_prefix="kw-startup") as pool:
-        catalog = Catalog(settings.kernels, HubListing(sources), cache.listing_path,
+        catalog = Catalog(settings.kernels, HubListing(repositories), cache.listing_path,
                           settings.ttl, events, SingleFlight(pool))
         return catalog.list_unknown(pool)
 

@@ -2,9 +2,9 @@
 and the wheel file name each variant gives, from the Hub's listing alone.
 
 A release is a ``vX.Y.Z`` tag. Its variants are the folders under ``build/`` at the
-tag's commit (``list_repo_tree``), and each one's wheel file name is
-:func:`kernel_wheels.wheel.plan.plan_wheel` with the default tag options: index pages need no
-download and no conversion.
+tag's commit (:func:`kernel_wheels.hub.listing.repository_releases`), and each one's
+wheel file name is :func:`kernel_wheels.wheel.plan.plan_wheel` with the default tag
+options: index pages need no download and no conversion.
 
 Hub answers are kept for ``ttl`` seconds. A commit's variants never change, so they
 are asked for once; a refresh of a known repository is one call (its refs). Every
@@ -39,36 +39,29 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from typing import Protocol
 
 from packaging.utils import canonicalize_name
 
 from ..confine import commit_id, file_name, shown
 from ..errors import (
     AmbiguousVersionError,
-    AuthenticationError,
     KernelWheelsError,
     ListingUnavailableError,
-    NetworkError,
-    RepoNotFoundError,
     SourceError,
-    UnexpectedAnswerError,
     UnsafeNameError,
     VariantError,
 )
-from ..kernel.revision import Revision
+from ..hub.client import open_client
+from ..hub.listing import HubRelease, repository_releases
+from ..hub.repository import HubRepository
 from ..kernel.variants import parse_variant
-from ..kernel.versions import tag_version, tagged_releases
+from ..kernel.versions import tag_version
+from ..network import NetworkSettings
 from ..wheel.plan import TagOptions, plan_wheel
 from .flight import SingleFlight
 from .logs import EventLog
 from .settings import Kernel
-
-if TYPE_CHECKING:
-    from ..sources.hub import HubSource
-
-T = TypeVar("T")
 
 #: After a failed refresh, the Hub is asked again after this many seconds at most.
 RETRY_AFTER_FAILURE = 30.0
@@ -79,56 +72,38 @@ _READABLE_FORMATS = (1, 2)
 
 
 class Hub(Protocol):
-    """The two questions the catalog asks the Hub."""
+    """The question the catalog asks the Hub."""
 
-    def release_tags(self, repo_id: str) -> dict[str, str]:
-        """{``vX.Y.Z``: commit}."""
-        ...
-
-    def variant_names(self, repo_id: str, tag: str, commit: str) -> list[str]:
-        """The folders under ``build/`` at ``commit``."""
+    def releases(self, repo_id: str, known: Mapping[str, tuple[str, ...]]) -> list[HubRelease]:
+        """The kernel's releases, each with the folders under ``build/`` at its commit;
+        ``known``: {commit: variants} listed before (a commit's never change)."""
         ...
 
 
 class HubListing:
-    """:class:`Hub` through :class:`~kernel_wheels.sources.hub.HubSource` objects, one per
-    kernel (HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE, retries and one-line errors
-    included). Give them few retries: a stale page beats a page that waits."""
+    """:class:`Hub` through :mod:`kernel_wheels.hub`, one repository per kernel
+    (HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE, retries and one-line errors included; an
+    answer that cannot be read is a Hub failure, never an exception of another kind).
+    Give its client few retries: a stale page beats a page that waits."""
 
-    def __init__(self, sources: Mapping[str, HubSource]) -> None:
-        self.sources = sources
+    def __init__(self, repositories: Mapping[str, HubRepository]) -> None:
+        self.repositories = repositories
 
-    def release_tags(self, repo_id: str) -> dict[str, str]:
-        return self._asked(repo_id, "listing refs", self.sources[repo_id].release_tags)
-
-    def variant_names(self, repo_id: str, tag: str, commit: str) -> list[str]:
-        return self._asked(repo_id, "listing build/", partial(
-            self.sources[repo_id].variant_names, Revision(tag, tag, commit, None)))
-
-    def _asked(self, repo_id: str, what: str, call: Callable[[], T]) -> T:
-        try:
-            return call()
-        except SourceError:
-            raise
-        except Exception as exc:  # an answer huggingface_hub could not read: HTML, garbage
-            endpoint = _without_credentials(str(getattr(self.sources[repo_id], "endpoint", "the Hub")))
-            raise NetworkError(f"{what} of {repo_id}: {endpoint} sent an answer that cannot be "
-                               f"used ({unusable(exc)})") from None
+    def releases(self, repo_id: str, known: Mapping[str, tuple[str, ...]]) -> list[HubRelease]:
+        return repository_releases(self.repositories[repo_id], known)
 
 
-def _without_credentials(url: str) -> str:
-    """A URL as it may be shown (/healthz, 502 bodies): no user or password in it."""
-    split = urlsplit(url)
-    if split.username is None and split.password is None:
-        return url
-    host = split.hostname or ""
-    return urlunsplit(split._replace(netloc=host + (f":{split.port}" if split.port else "")))
-
-
-def unusable(exc: BaseException) -> str:
-    """``TypeName: first line`` of an exception, on one line and short (it is shown)."""
-    text = str(exc).splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {shown(text, 160)}" if text else type(exc).__name__
+def listing_repositories(kernels: Iterable[Kernel], repo_type: str | None, network: NetworkSettings,
+                         notes: Callable[[str], Callable[[str], None]] | None = None,
+                         ) -> dict[str, HubRepository]:
+    """Per kernel, the Hub repository its listings are asked of (one retry at most; a
+    kernel's ``notes`` hear its retries), over a client that keeps every failure a Hub
+    failure. Made before the first request: making a client resets huggingface_hub's
+    shared HTTP client (:func:`kernel_wheels.hub.client.open_client`)."""
+    listing = NetworkSettings(network.timeout, min(network.retries, 1), network.backoff)
+    return {k.repo_id: HubRepository(open_client(listing, notes(k.repo_id) if notes else lambda _: None,
+                                                 contained=True), k.repo_id, repo_type)
+            for k in kernels}
 
 
 @dataclass(frozen=True)
@@ -425,14 +400,15 @@ class Catalog:
         """A new listing; a commit already known keeps its variants (they never change).
         Tags of one version: one release, ambiguous if they are on different commits."""
         asked_at = self.clock()
-        tags = self.hub.release_tags(kernel.repo_id)
         known_variants = {r.commit: r.variants for r in known.releases} if known else {}
         releases = []
-        for tagged in tagged_releases(tags):
+        for found in self.hub.releases(kernel.repo_id, known_variants):
+            tagged = found.release
             checked = checked_release("the Hub's refs", tagged.tag, tagged.commit, (), tagged.rivals)
-            variants = known_variants.get(checked.commit)
-            if variants is None:
-                variants = self._variants(kernel, tagged.tag, checked.commit)
+            if found.no_builds is not None:  # a release without build/: nothing to serve
+                self.events.write("release-skipped", repo=kernel.repo_id, tag=tagged.tag,
+                                  reason=found.no_builds)
+            variants = self._names(kernel, tagged.tag, found.variants)
             releases.append(Release(tagged.tag, checked.commit, variants, checked.rivals))
         if known is None or [(r.tag, r.commit) for r in known.releases] != \
                 [(r.tag, r.commit) for r in releases]:
@@ -444,20 +420,13 @@ class Catalog:
                 self.events.write("ambiguous-version", repo=kernel.repo_id, reason=ambiguity)
         return KernelListing(kernel, tuple(releases), asked_at)
 
-    def _variants(self, kernel: Kernel, tag: str, commit: str) -> tuple[str, ...]:
-        try:
-            names = self.hub.variant_names(kernel.repo_id, tag, commit)
-        except (NetworkError, AuthenticationError, RepoNotFoundError, UnsafeNameError,
-                UnexpectedAnswerError):
-            raise  # the Hub failed or is hostile: not a release without build/
-        except SourceError as exc:  # a release without build/: nothing to serve
-            self.events.write("release-skipped", repo=kernel.repo_id, tag=tag, reason=exc.message)
-            return ()
+    def _names(self, kernel: Kernel, tag: str, names: Iterable[str]) -> tuple[str, ...]:
+        """The variant names that are plain file names (never a path, never a filter)."""
         variants = []
         for name in names:
             try:
                 variants.append(file_name(name, f"the Hub's listing of build/ at {tag}"))
-            except UnsafeNameError as exc:  # never a path, never a filter
+            except UnsafeNameError as exc:
                 self.events.write("name-refused", repo=kernel.repo_id, reason=exc.message)
         return tuple(variants)
 

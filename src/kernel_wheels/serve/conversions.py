@@ -49,6 +49,7 @@ from ..errors import (
     UnsafeNameError,
     WheelUnavailableError,
 )
+from ..hub.failures import unusable
 from ..index.wheelfacts import read_facts
 from ..kernel.revision import Revision
 from ..kernel.selection import VariantFilter
@@ -56,7 +57,7 @@ from ..kernel.versions import RequestKind, VersionRequest
 from ..provenance import Policy
 from ..sources import FetchedVariant, KernelSource
 from .cache import CachedWheel, StoredFailure, WheelCache
-from .catalog import Catalog, ServedWheel, unusable
+from .catalog import Catalog, ServedWheel
 from .flight import FailureMemory, SingleFlight
 from .logs import EventLog
 

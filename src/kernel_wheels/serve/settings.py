@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 
 from ..confine import read_regular
 from ..errors import UsageError
+from ..kernel.repo_id import is_repo_id
 from ..provenance import Policy
 
 #: How ``--workers`` processes receive the settings of their parent.
@@ -32,7 +33,6 @@ MAX_IDLE_TIMEOUT = 3600.0
 DEFAULT_CONVERSIONS = 4
 MAX_CONVERSIONS = 64
 
-_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -50,7 +50,7 @@ class Kernel:
 
     @classmethod
     def from_repo_id(cls, repo_id: str) -> Kernel:
-        if not _REPO_ID.fullmatch(repo_id):
+        if not is_repo_id(repo_id):
             raise UsageError(f"'{repo_id}' is not a Hub repository id (org/name)")
         return cls(repo_id, canonicalize_name(repo_id.split("/", 1)[1]))
 

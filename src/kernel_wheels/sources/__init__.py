@@ -13,6 +13,7 @@ from typing import Protocol
 
 from ..errors import UsageError
 from ..kernel.arrival import Arrival
+from ..kernel.repo_id import is_repo_id
 from ..kernel.revision import Revision
 from ..kernel.versions import VersionRequest
 from ..network import NetworkSettings
@@ -66,7 +67,6 @@ class KernelSource(Protocol):
 
 
 _URL = re.compile(r"^(https?|file|ssh|git)://|^[\w.-]+@[\w.-]+:")
-_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
 def open_source(spec: str, *, repo_type: str | None = None, network: NetworkSettings | None = None,
@@ -84,7 +84,7 @@ def open_source(spec: str, *, repo_type: str | None = None, network: NetworkSett
         return FolderSource(path)
     if _URL.match(spec):
         return GitSource(spec, local=False, network=network)
-    if _REPO_ID.match(spec):
+    if is_repo_id(spec):
         from .hub import HubSource
 
         return HubSource(spec, repo_type=repo_type, network=network, progress=progress)

@@ -4,6 +4,8 @@ Wheel bytes must not depend on who converted a release or how they reached it, s
 source is recorded by a canonical URL: no credentials, no local paths, one spelling per
 repository (``git@github.com:org/repo.git``, ``ssh://git@github.com/org/repo`` and
 ``https://user:token@github.com/org/repo/`` are all ``https://github.com/org/repo``).
+A Hub repository is recorded by the Hub's own URL
+(:func:`kernel_wheels.kernel.repo_id.hub_url`).
 """
 
 from __future__ import annotations
@@ -11,14 +13,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-HUB = "https://huggingface.co"
 _SCP = re.compile(r"^(?:[\w.-]+@)?(?P<host>[\w.-]{2,}):(?P<path>(?!//).+)$")
-
-
-def hub_url(repo_id: str, repo_type: str) -> str:
-    """The Hub's own URL of a repository, whatever endpoint (mirror) it was read through."""
-    prefix = {"model": "", "kernel": "kernels/"}.get(repo_type, f"{repo_type}s/")
-    return f"{HUB}/{prefix}{repo_id}"
 
 
 def canonical_git_url(url: str) -> str | None:

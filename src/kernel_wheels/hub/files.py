@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import shutil
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..confine import commit_id, file_name, inside, ref_name, shown
+from ..errors import SourceError
 from ..kernel.arrival import Arrival
 
 LANDING = 1 << 20
@@ -45,7 +47,7 @@ class TransferStopped(Exception):
 @dataclass(frozen=True)
 class RemoteFile:
     """A file of the repository at one commit, as its tree listing describes it (every
-    field checked by :mod:`.hub_answers`: the path is a plain relative path, the ids are
+    field checked by :mod:`.answers`: the path is a plain relative path, the ids are
     hex digests)."""
 
     path: str  # in the repository, e.g. build/<variant>/_ops.py
@@ -85,6 +87,17 @@ def variant_lock_hash(files: Iterable[RemoteFile], variant: str) -> str:
         digest.update(name)
         digest.update(bytes.fromhex(object_id))
     return f"sha256-{digest.hexdigest()}"
+
+
+def check_space(folder: Path, needed: int, what: str) -> None:
+    """A download that cannot fit fails before it starts, not at the disk's last byte."""
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if needed > free:
+        raise SourceError(f"{what}: needs {needed / 1e6:.0f} MB in the HF cache ({folder.parent}), "
+                          f"only {free / 1e6:.0f} MB free there (HF_HOME, HF_HUB_CACHE)")
 
 
 @dataclass(frozen=True)

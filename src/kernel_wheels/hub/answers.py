@@ -3,13 +3,13 @@
 A Hub-compatible server (the Hub, a company mirror, whatever ``HF_ENDPOINT`` names) is
 trusted for nothing. huggingface_hub turns its JSON into objects (``GitRefs``, ``KernelInfo``)
 without checking what the fields hold, and tree listings are read page by page as JSON
-(:meth:`~.hub.HubSource._tree`); the functions here take those answers and return plain,
-checked values: ref names that are
-valid git refs, commit ids of 40 (or 64) hex digits, listing paths that are plain relative
-paths under the folder that was asked for, sizes that are non-negative integers, blob ids
-and LFS digests of the right length. Anything else is an :class:`UnexpectedAnswerError`
-(or, for a name that would lead outside a folder, an :class:`UnsafeNameError`) with one
-line naming the repository and the entry.
+(:meth:`~.repository.HubRepository.tree`); the functions here take those answers and
+return plain, checked values: ref names that are valid git refs, commit ids of 40 (or 64)
+hex digits, listing paths that are plain relative paths under the folder that was asked
+for, sizes that are non-negative integers, blob ids and LFS digests of the right length.
+Anything else is an :class:`UnexpectedAnswerError` (or, for a name that would lead
+outside a folder, an :class:`UnsafeNameError`) with one line naming the repository and
+the entry.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from ..confine import commit_id, file_name, ref_name, relative_path, shown
 from ..errors import UnexpectedAnswerError
-from .hub_files import RemoteFile
+from .files import RemoteFile
 
 #: A file larger than this is not a kernel's file (the largest known are a few GB).
 MAX_FILE_SIZE = 1 << 40
