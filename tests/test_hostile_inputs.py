@@ -182,7 +182,7 @@ _TIMEOUT_CASES = [(command, "1e308") for command in (
     ["publish", "x.whl", "--repository-url", "http://127.0.0.1:9/"],
     ["install", "img2gray", "--index-url", "http://127.0.0.1:9/simple"],
 )] + [(["install", "img2gray", "--index-url", "http://127.0.0.1:9/simple"], value)
-      for value in ("nan", "inf", "-1", "0")]  # to-wheel's: tests/test_reliability_cli.py
+      for value in ("nan", "inf", "-1", "0")]  # to-wheel's: tests/test_to_wheel_options.py
 
 
 @pytest.mark.parametrize(("command", "value"), _TIMEOUT_CASES,

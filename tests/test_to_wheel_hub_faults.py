@@ -1,9 +1,10 @@
-"""Issue #9, Hub faults on a real loopback server: olah serves drbh/img2gray, and a
-fault-injecting HTTP proxy (tests/support/faults.py: real sockets, real HTTP) sits between it and
-kernel-wheels. Each fault is either retried with backoff until it clears (the wheel is
-then byte-identical to a clean run's) or ends in one error line and exit 1 within a
-bounded time, with no wheel and no staging folder left. HF_TOKEN is set to a
-recognisable fake in every run and never appears in any output or wheel."""
+"""`kernel-wheels to-wheel` against Hub faults on a real loopback server (issue #9): olah
+serves drbh/img2gray, and a fault-injecting HTTP proxy (tests/support/faults.py: real
+sockets, real HTTP) sits between it and kernel-wheels. Each fault is either retried with
+backoff until it clears (the wheel is then byte-identical to a clean run's) or ends in one
+error line and exit 1 within a bounded time, with no wheel and no staging folder left.
+HF_TOKEN is set to a recognisable fake in every run and never appears in any output or
+wheel."""
 
 from __future__ import annotations
 
