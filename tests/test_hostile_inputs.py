@@ -23,7 +23,6 @@ import io
 import json
 import os
 import tempfile
-import threading
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -585,7 +584,9 @@ s3_bodies = st.one_of(
 @pytest.fixture(scope="module")
 def s3_answers() -> Iterator[tuple[str, list[bytes]]]:
     """A loopback server answering every request with the body the test puts in the list."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
+
+    from support.http_server import LoopbackServer
 
     body = [b""]
 
@@ -602,14 +603,8 @@ def s3_answers() -> Iterator[tuple[str, list[bytes]]]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", body
-    finally:
-        server.shutdown()
-        server.server_close()
+    with LoopbackServer(Handler) as server:
+        yield server.endpoint, body
 
 
 @HARNESS

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from support.helpers import one_line_error, run_cli
 from support.hostile_index import USER, Handler, HostileIndex, Route, answer, html_page
+from support.http_server import LoopbackServer
 from support.serve_hub import HubRepo, commit_of, hostile_hub
 from support.servers_index import make_noarch_wheels, pip_env
 from support.servers_serve import JSON_TYPE, Serve, get, serve
@@ -380,19 +381,19 @@ class HostileS3:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 getattr(hostile, f"_{hostile.mode}")(self)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._server = LoopbackServer(Handler)
+
+    @property
+    def endpoint(self) -> str:
+        return self._server.endpoint
 
     def __enter__(self) -> HostileS3:
-        self._thread.start()
+        self._server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stopping.set()
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.stop()
 
     @staticmethod
     def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes, length: int | None = None) -> None:

@@ -8,16 +8,16 @@ import json
 import os
 import shutil
 import subprocess
-import threading
 import time
 import zipfile
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 from support.helpers import Olah, free_port, read_member, run_cli
+from support.http_server import LoopbackServer
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
 
@@ -218,14 +218,8 @@ class HubErrorStandIn(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def error_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), HubErrorStandIn)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with LoopbackServer(HubErrorStandIn) as server:
+        yield server.endpoint
 
 
 def test_authentication_errors_mention_hf_token_never_print_it(error_server: str, hub_env: dict[str, str],

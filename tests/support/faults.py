@@ -22,12 +22,14 @@ import threading
 import time
 import zipfile
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from types import TracebackType
 from urllib.parse import urlsplit
 
 from kernel_wheels.checks import check_wheel
+
+from .http_server import LoopbackServer
 
 STAGING_GLOB = ".kernel-wheels-*"
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
@@ -75,41 +77,18 @@ class FaultProxy:
         self.authorization: list[str] = []  # the Authorization header of every request
         self.release = threading.Event()  # ends every stall
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-        self.port = port
+        self._server = LoopbackServer(_handler(self), port=port or None)
 
     # -- lifecycle --------------------------------------------------------------------
     def up(self) -> FaultProxy:
         """Start listening (again, on the same port after :meth:`down`)."""
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self) -> None:  # noqa: N802
-                proxy._handle(self)
-
-            do_HEAD = do_POST = do_GET  # noqa: N815
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        server.daemon_threads = True
-        self.port = server.server_address[1]
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
-        self._thread.start()
+        self._server.start()
         return self
 
     def down(self) -> None:
         """Stop listening: a connection to the port is refused, as to a server that is down."""
         self.release.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        self._server.stop()
         self.release = threading.Event()
 
     def __enter__(self) -> FaultProxy:
@@ -120,8 +99,12 @@ class FaultProxy:
         self.down()
 
     @property
+    def port(self) -> int:
+        return self._server.port
+
+    @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self._server.endpoint
 
     # -- rules ------------------------------------------------------------------------
     def add(self, pattern: str, fault: str, *, times: int | None = None, status: int = 500,
@@ -241,6 +224,21 @@ class FaultProxy:
             h.wfile.flush()
         except OSError:
             pass  # the client gave up first
+
+
+def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:  # noqa: N802
+            proxy._handle(self)
+
+        do_HEAD = do_POST = do_GET  # noqa: N815
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    return Handler
 
 
 def _length(headers: dict[str, str], body: bytes) -> int:
