@@ -46,7 +46,8 @@ class Rule:
     ``truncate`` (announce the whole body, send half, close cleanly), ``short`` (a file
     shorter than the real one, announced consistently by HEAD and GET), ``flip`` (the whole
     body with one byte changed), ``stall`` (accept,
-    never answer), ``stall_body`` (answer, send half the body, then stall).
+    never answer), ``stall_body`` (answer, send half the body, then stall), ``slow`` (the
+    whole body, 1 kB every ``every`` seconds; how each such transfer ended is recorded).
     ``times``: applied to that many matching requests, then requests pass (None: always).
     """
 
@@ -55,6 +56,7 @@ class Rule:
     times: int | None = None
     status: int = 500
     headers: dict[str, str] = field(default_factory=dict)
+    every: float = 0.05
     hits: int = 0
 
     def take(self, line: str) -> bool:
@@ -66,6 +68,16 @@ class Rule:
         return True
 
 
+@dataclass(frozen=True)
+class SlowTransfer:
+    """How a ``slow`` answer ended: ``finished`` (every byte sent), ``client left`` (a
+    write failed: the client closed the connection) or ``released`` (the test ended it)."""
+
+    sent: int
+    total: int
+    how: str
+
+
 class FaultProxy:
     """A threaded HTTP proxy on 127.0.0.1 in front of ``upstream`` (None: every request
     that no rule catches gets a 503; use it to record requests)."""
@@ -75,6 +87,8 @@ class FaultProxy:
         self.rules: list[Rule] = []
         self.log: list[tuple[str, str]] = []  # ("METHOD /path", what happened)
         self.authorization: list[str] = []  # the Authorization header of every request
+        self.slow_transfers: list[SlowTransfer] = []  # how each "slow" answer ended
+        self.slow_sent = 0  # bytes of the "slow" answer under way sent so far
         self.release = threading.Event()  # ends every stall
         self._lock = threading.Lock()
         self._server = LoopbackServer(_handler(self), port=port or None)
@@ -108,8 +122,8 @@ class FaultProxy:
 
     # -- rules ------------------------------------------------------------------------
     def add(self, pattern: str, fault: str, *, times: int | None = None, status: int = 500,
-            headers: dict[str, str] | None = None) -> Rule:
-        rule = Rule(re.compile(pattern), fault, times, status, headers or {})
+            headers: dict[str, str] | None = None, every: float = 0.05) -> Rule:
+        rule = Rule(re.compile(pattern), fault, times, status, headers or {}, every)
         with self._lock:
             self.rules.append(rule)
         return rule
@@ -156,16 +170,9 @@ class FaultProxy:
         status, headers, body = self._forward(h.command, h.path, dict(h.headers), request_body)
         if rule is not None and rule.fault == "short" and h.command == "HEAD":
             body = self._forward("GET", h.path, dict(h.headers), None)[2]  # to know its size
-        if rule is not None and rule.fault == "slow":  # a slow link: 1 kB every 50 ms
+        if rule is not None and rule.fault == "slow":  # a slow link: 1 kB every ``every`` s
             self._answer(h, status, headers, b"", len(body), finish=False)
-            for start in range(0, len(body), 1024):
-                if self.release.wait(0.05):
-                    return
-                try:
-                    h.wfile.write(body[start:start + 1024])
-                    h.wfile.flush()
-                except OSError:
-                    return  # the client gave up
+            self._record(self._slow(h, body, rule.every), len(body))
             return
         if rule is None or rule.fault not in ("cut", "truncate", "stall_body", "short", "flip") \
                 or len(body) < 2 and h.command != "HEAD":
@@ -189,6 +196,26 @@ class FaultProxy:
             _reset(h.connection)
         elif rule.fault == "stall_body":
             self.release.wait(120)
+
+    def _slow(self, h: BaseHTTPRequestHandler, body: bytes, every: float) -> tuple[int, str]:
+        """Send ``body`` 1 kB at a time; (bytes sent, how it ended)."""
+        release, sent = self.release, 0
+        self.slow_sent = 0
+        for start in range(0, len(body), 1024):
+            if release.wait(every):
+                return sent, "released"
+            try:
+                h.wfile.write(body[start:start + 1024])
+                h.wfile.flush()
+            except OSError:
+                return sent, "client left"  # the client gave up
+            sent += len(body[start:start + 1024])
+            self.slow_sent = sent
+        return sent, "finished"
+
+    def _record(self, outcome: tuple[int, str], total: int) -> None:
+        with self._lock:
+            self.slow_transfers.append(SlowTransfer(outcome[0], total, outcome[1]))
 
     def _forward(self, method: str, path: str, headers: dict[str, str],
                  body: bytes | None) -> tuple[int, dict[str, str], bytes]:
