@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -99,10 +98,10 @@ def test_output_is_checked_before_any_work(wheels: Path, tmp_path: Path) -> None
         ("yank", a_file, "img2gray", "1.1.2"): f"SITE {a_file} is a file, not a folder; give a folder",
     }
     for args, message in cases.items():
-        started = time.monotonic()
-        proc = run_cli(*args, check=False)
+        cache = tmp_path / f"cache-{args[0]}"
+        proc = run_cli(*args, env={"KERNEL_WHEELS_CACHE": str(cache)}, check=False)
         assert (proc.returncode, one_error_line(proc)) == (2, f"kernel-wheels: error: {message}")
-        assert time.monotonic() - started < 30  # no compiling first
+        assert not list(cache.glob("build-*"))  # no compiling first: no work folder, no object
     to_wheel = run_cli("to-wheel", wheels, "1.1.2", "-o", a_file, check=False)
     assert to_wheel.returncode != 0 and "is a file, not a folder" in one_error_line(to_wheel)
 
@@ -128,13 +127,12 @@ def test_a_read_only_site_is_one_line_before_any_work(wheels: Path, site: Path, 
 
 
 def test_hf_endpoint_without_a_scheme_is_a_usage_error(tmp_path: Path) -> None:
-    started = time.monotonic()
     proc = run_cli("variants", "drbh/img2gray", "1.1.2", env={
         "HF_ENDPOINT": "127.0.0.1:9", "HF_HOME": str(tmp_path / "hf")}, check=False)
     assert (proc.returncode, one_error_line(proc)) == (
         2, "kernel-wheels: error: HF_ENDPOINT '127.0.0.1:9' is not an http(s) URL: write it with its "
            "scheme, e.g. http://127.0.0.1:9 or https://...")
-    assert "trying again" not in proc.stderr and time.monotonic() - started < 30
+    assert "trying again" not in proc.stderr  # refused as given, not tried and retried
 
 
 @pytest.mark.parametrize("command", [["install", "img2gray", "--no-index", "-f", "."],

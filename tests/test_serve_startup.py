@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,7 +54,6 @@ def health(base: str) -> dict[str, object]:
 
 
 def test_a_kernel_that_cannot_be_listed_stops_the_start_up(hub: Olah, tmp_path: Path) -> None:
-    started = time.monotonic()
     proc = run_cli("serve", "--kernels", "drbh/img2gray,drbh/no-such-kernel", "--cache", tmp_path / "cache",
                    "--port", str(free_port()), "--retries", "0", env=env_for(hub, tmp_path), check=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
@@ -63,7 +61,7 @@ def test_a_kernel_that_cannot_be_listed_stops_the_start_up(hub: Olah, tmp_path: 
     assert line.startswith("kernel-wheels: error: cannot list drbh/no-such-kernel: "), line
     assert line.endswith(": not starting; check the name, HF_ENDPOINT and HF_TOKEN, or start with "
                          "--unlisted degraded to serve the other kernels (/healthz then says degraded)")
-    assert time.monotonic() - started < 60
+    assert "trying again" not in proc.stderr  # --retries 0: stopped at the first answer, no retry
 
 
 def test_unlisted_degraded_serves_the_others_and_healthz_says_so(hub: Olah, tmp_path: Path) -> None:
