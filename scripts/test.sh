@@ -8,10 +8,12 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh --cuda
 # Debian tools the tests drive: faketime (reproducibility), zip/unzip (wheels made and
 # read by other tools), util-linux's unshare/setpriv (read-only and full file systems),
-# the aarch64 cross compiler and qemu's user emulation (kernel-wheels build --target-arch).
+# the aarch64 cross compiler and qemu's user emulation (kernel-wheels build --target-arch),
+# Slurm and munge (the mirror's job array on a one-node cluster: tests/test_mirror_slurm.py).
 missing=""
 for tool in faketime:faketime zip:zip unzip:unzip unshare:util-linux setpriv:util-linux \
-            aarch64-linux-gnu-g++:g++-aarch64-linux-gnu qemu-aarch64:qemu-user; do
+            aarch64-linux-gnu-g++:g++-aarch64-linux-gnu qemu-aarch64:qemu-user \
+            sbatch:slurm-wlm munge:munge; do
   command -v "${tool%%:*}" >/dev/null || missing="$missing ${tool##*:}"
 done
 if [ -n "$missing" ]; then

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,8 @@ examples:
   kernel-wheels mirror --org kernels-community --to s3://my-bucket/kernels
   kernel-wheels mirror --lock my-project/ --to s3://my-bucket/kernels --backend cuda
   kernel-wheels mirror ORG/NAME --to site/ --versions '>=1.2,<3' --newest 2 --dry-run
-  kernel-wheels mirror ORG/NAME --to s3://b/k --shard $JOB_COMPLETION_INDEX/8   # one of 8 workers
+  kernel-wheels mirror ORG/NAME --to s3://b/k --shard 3/8     # the 4th of 8 workers
+  kernel-wheels mirror ORG/NAME --to s3://b/k --shard auto    # in a Slurm array task, an Indexed Job
   AWS_ENDPOINT_URL=http://127.0.0.1:9000 kernel-wheels mirror ORG/NAME --to s3://b/k
   TWINE_USERNAME=ci TWINE_PASSWORD=... \\
     kernel-wheels mirror ORG/NAME --to https://pypi.internal/ --state s3://b/mirror-state
@@ -27,7 +29,9 @@ A re-run converts only what is new. A release deleted on the Hub is yanked (PEP 
 or removed with --prune; a tag that moved to another commit is reported and left alone
 unless --replace-moved. Wheel objects are written before the records and pages that
 name them: a run stopped anywhere is finished by the next one, with the same bytes.
-N workers with --shard 0/N .. N-1/N write exactly what one run writes. The destination
+N workers with --shard 0/N .. N-1/N write exactly what one run writes; --shard auto takes
+K/N from KERNEL_WHEELS_SHARD=K/N, a Slurm array task (SLURM_ARRAY_TASK_ID - _MIN of _COUNT)
+or a Kubernetes Indexed Job (JOB_COMPLETION_INDEX of KERNEL_WHEELS_SHARD_COUNT). The destination
 is a static index (docs/index-scheme.md); serve a folder with any web server, a bucket
 through its website endpoint or a CDN. An index server URL as --to gets the wheels through
 its upload API (credentials as `publish` reads them: TWINE_USERNAME/TWINE_PASSWORD,
@@ -60,8 +64,9 @@ def register(commands: Any) -> argparse.ArgumentParser:
     versions.add_argument("--versions", metavar="RANGE", help="only releases in this range, e.g. '>=1.2,<3'")
     versions.add_argument("--newest", type=int, metavar="N", help="only the newest N releases of each major")
     add_filters(mp)
-    mp.add_argument("--shard", default="0/1", metavar="K/N",
-                    help="do the K-th of N disjoint parts (K from 0), e.g. $JOB_COMPLETION_INDEX/8")
+    mp.add_argument("--shard", default="0/1", metavar="K/N|auto",
+                    help="do the K-th of N disjoint parts (K from 0); auto: the part the batch engine "
+                         "gives (a Slurm array task, a Kubernetes Indexed Job, KERNEL_WHEELS_SHARD=K/N)")
     mp.add_argument("--prune", action="store_true",
                     help="remove releases deleted on the Hub (default: yank them)")
     mp.add_argument("--replace-moved", action="store_true",
@@ -87,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     if not (args.repos or args.org or args.lock):
         raise UsageError("name what to mirror: REPO ..., --org ORG or --lock FILE")
     options = MirrorOptions(filters(args), VersionSelection.parse(args.versions, args.newest),
-                            Shard.parse(args.shard), args.replace_moved, args.prune, args.dry_run,
+                            Shard.parse(args.shard, os.environ), args.replace_moved, args.prune, args.dry_run,
                             args.jobs, policy=policy(args))
     uploads = None
     if is_index_url(args.to):
@@ -104,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
     lister = HubLister(network(args), args.repo_type)
     repos = list(args.repos)
     progress = from_args(args)
+    if options.shard.source:  # --shard auto: which part, and from what
+        progress(f"shard {options.shard} from {options.shard.source}")
     for org in args.org:
         repos += organisation_repos(org, lister.network, warn=progress)
     listings = [lister.list(repo) for repo in dedupe(repos)]

@@ -3,7 +3,8 @@
 An item is one (repository, version, variant). ``--shard K/N`` keeps the items whose
 stable hash (sha256 of the three names) is K modulo N: every worker, given the same
 listing, agrees on who does what without talking to the others, and the union of the
-N shards is exactly the unsharded plan.
+N shards is exactly the unsharded plan. ``--shard auto`` reads K and N from the batch
+engine's own variables (:meth:`Shard.from_environment`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
@@ -22,19 +23,70 @@ from ..kernel.variants import parse_variant
 from .listing import ListedRelease, RepoListing
 from .state import Known
 
+#: ``--shard auto``: K/N given as it is (a CI matrix, or one shard of an array run again by
+#: hand); it wins over the engines' variables.
+SHARD_VARIABLE = "KERNEL_WHEELS_SHARD"
+#: ``--shard auto`` in a Kubernetes Indexed Job: N, which Kubernetes does not give a pod
+#: (only ``JOB_COMPLETION_INDEX``); the manifest sets it to the Job's ``spec.completions``.
+SHARD_COUNT_VARIABLE = "KERNEL_WHEELS_SHARD_COUNT"
+_MAX_SHARDS = 100_000
+
 
 @dataclass(frozen=True)
 class Shard:
     index: int = 0
     count: int = 1
+    #: Where ``--shard auto`` found it, for the run's log (empty for a K/N given).
+    source: str = field(default="", compare=False)
 
     @classmethod
-    def parse(cls, text: str) -> Shard:
-        match = re.fullmatch(r"(\d+)/(\d+)", text.strip())
-        if not match or not 0 <= int(match[1]) < int(match[2]) <= 100_000:
-            raise UsageError(f"--shard '{text}': give K/N with 0 <= K < N (K counts from 0, as "
-                             "JOB_COMPLETION_INDEX and SLURM_ARRAY_TASK_ID do)")
-        return cls(int(match[1]), int(match[2]))
+    def parse(cls, text: str, environ: Mapping[str, str] | None = None) -> Shard:
+        """``K/N``, or ``auto``: read from ``environ`` (:meth:`from_environment`)."""
+        if text.strip() == "auto":
+            return cls.from_environment(environ or {})
+        shard = _k_of_n(text)
+        if shard is None:
+            raise UsageError(f"--shard '{text}': give K/N with 0 <= K < N (K counts from 0), or auto "
+                             "to read it from the batch engine (SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX)")
+        return shard
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> Shard:
+        """The shard a batch engine gave this process, from its variables in ``environ``:
+
+        - ``KERNEL_WHEELS_SHARD=K/N``, when set, as it is;
+        - a Slurm array task: K = (``SLURM_ARRAY_TASK_ID`` - ``SLURM_ARRAY_TASK_MIN``) /
+          ``SLURM_ARRAY_TASK_STEP``, N = ``SLURM_ARRAY_TASK_COUNT`` (``--array=0-3`` and
+          ``--array=1-4`` both give 0/4 .. 3/4); the ids must be a range (``MIN-MAX[:STEP]``),
+          else K would not be below N;
+        - a Kubernetes Indexed Job: K = ``JOB_COMPLETION_INDEX``, N =
+          ``KERNEL_WHEELS_SHARD_COUNT`` (the manifest sets it to ``spec.completions``).
+
+        None of them, or a Slurm array and an Indexed Job at once, or values that do not
+        agree with each other, is a :class:`UsageError` of one line."""
+        env = {name: value.strip() for name, value in environ.items() if value.strip()}
+        explicit = env.get(SHARD_VARIABLE)
+        if explicit is not None:
+            shard = _k_of_n(explicit)
+            if shard is None:
+                raise UsageError(f"--shard auto: {SHARD_VARIABLE}={_shown(explicit)}: give K/N with "
+                                 "0 <= K < N (K counts from 0)")
+            return replace(shard, source=f"{SHARD_VARIABLE}={explicit}")
+        found = []
+        if "SLURM_ARRAY_TASK_ID" in env:
+            found.append(_slurm_array(env))
+        if "JOB_COMPLETION_INDEX" in env or SHARD_COUNT_VARIABLE in env:
+            found.append(_indexed_job(env))
+        if len(found) > 1:
+            raise UsageError(f"--shard auto: a Slurm array and a Kubernetes Indexed Job both name a shard "
+                             f"({found[0].source}; {found[1].source}): set {SHARD_VARIABLE}=K/N or give "
+                             "--shard K/N")
+        if not found:
+            raise UsageError("--shard auto: no batch engine gave this process a shard: run it as a Slurm "
+                             "array task (SLURM_ARRAY_TASK_ID), in a Kubernetes Indexed Job "
+                             f"(JOB_COMPLETION_INDEX with {SHARD_COUNT_VARIABLE}), set {SHARD_VARIABLE}=K/N, "
+                             "or give --shard K/N")
+        return found[0]
 
     def owns(self, repo: str, version: str, variant: str) -> bool:
         if self.count == 1:
@@ -159,6 +211,60 @@ def covered_items(listing: RepoListing) -> set[tuple[str, str, str]]:
             if kept[variant]:
                 found.add((release.version, variant, release.commit))
     return found
+
+
+def _k_of_n(text: str) -> Shard | None:
+    match = re.fullmatch(r"(\d{1,9})/(\d{1,9})", text.strip())
+    if not match or not 0 <= int(match[1]) < int(match[2]) <= _MAX_SHARDS:
+        return None
+    return Shard(int(match[1]), int(match[2]))
+
+
+def _shown(value: str) -> str:
+    """An environment value in a message: quoted, on one line, cut."""
+    return repr(value if len(value) <= 40 else value[:40] + "...")
+
+
+def _whole(env: Mapping[str, str], name: str, needed_by: str) -> int:
+    value = env.get(name)
+    if value is None:
+        raise UsageError(f"--shard auto: {needed_by} is set but {name} is not")
+    if not re.fullmatch(r"\d{1,9}", value):
+        raise UsageError(f"--shard auto: {name}={_shown(value)} is not a whole number")
+    return int(value)
+
+
+def _slurm_array(env: Mapping[str, str]) -> Shard:
+    needed = "SLURM_ARRAY_TASK_ID (a Slurm array task)"
+    task = _whole(env, "SLURM_ARRAY_TASK_ID", needed)
+    count = _whole(env, "SLURM_ARRAY_TASK_COUNT", needed)
+    low = _whole(env, "SLURM_ARRAY_TASK_MIN", needed)
+    step = _whole(env, "SLURM_ARRAY_TASK_STEP", needed) if "SLURM_ARRAY_TASK_STEP" in env else 1
+    high = _whole(env, "SLURM_ARRAY_TASK_MAX", needed) if "SLURM_ARRAY_TASK_MAX" in env \
+        else low + (count - 1) * step
+    ids = f"{low}-{high}" + (f":{step}" if step != 1 else "")
+    if not (step >= 1 and 1 <= count <= _MAX_SHARDS and high == low + (count - 1) * step
+            and low <= task <= high and (task - low) % step == 0):
+        raise UsageError(f"--shard auto: Slurm array task {task} of ids {ids} with "
+                         f"SLURM_ARRAY_TASK_COUNT={count} does not give one of N shards: submit the "
+                         "array as a range (--array=0-N-1, or MIN-MAX[:STEP]), or give --shard K/N")
+    return Shard((task - low) // step, count, source=f"Slurm array task {task} of {ids}")
+
+
+def _indexed_job(env: Mapping[str, str]) -> Shard:
+    if "JOB_COMPLETION_INDEX" not in env:
+        raise UsageError(f"--shard auto: {SHARD_COUNT_VARIABLE} is set but JOB_COMPLETION_INDEX is not: "
+                         "is the Job's completionMode Indexed?")
+    index = _whole(env, "JOB_COMPLETION_INDEX", SHARD_COUNT_VARIABLE)
+    if SHARD_COUNT_VARIABLE not in env:
+        raise UsageError(f"--shard auto: JOB_COMPLETION_INDEX={index} needs the number of completions: "
+                         f"set {SHARD_COUNT_VARIABLE} to the Job's spec.completions")
+    count = _whole(env, SHARD_COUNT_VARIABLE, "JOB_COMPLETION_INDEX")
+    if not index < count <= _MAX_SHARDS:
+        raise UsageError(f"--shard auto: JOB_COMPLETION_INDEX={index} with {SHARD_COUNT_VARIABLE}={count}: "
+                         f"set {SHARD_COUNT_VARIABLE} to the Job's spec.completions "
+                         f"(at most {_MAX_SHARDS:,})")
+    return Shard(index, count, source=f"Kubernetes Indexed Job index {index} of {count}")
 
 
 def _kept(variant: str, filters: VariantFilter) -> bool:
