@@ -492,8 +492,9 @@ def _negotiating_server(folder: Path) -> Iterator[str]:
     """A static file server on 127.0.0.1 that answers a folder's index.json to a client
     asking for PEP 691 JSON (as the site's nginx example does), index.html otherwise."""
     import functools
-    import threading
-    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import SimpleHTTPRequestHandler
+
+    from support.http_server import LoopbackServer
 
     class Handler(SimpleHTTPRequestHandler):
         def send_head(self):  # type: ignore[no-untyped-def]
@@ -511,14 +512,8 @@ def _negotiating_server(folder: Path) -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(folder)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with LoopbackServer(functools.partial(Handler, directory=str(folder))) as server:
+        yield server.base
 
 
 def test_variant_wheels_name_the_gpus_the_binaries_hold(gpu_binaries: dict[str, Path], tmp_path: Path) -> None:

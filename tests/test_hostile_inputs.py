@@ -23,7 +23,6 @@ import io
 import json
 import os
 import tempfile
-import threading
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -182,7 +181,7 @@ _TIMEOUT_CASES = [(command, "1e308") for command in (
     ["publish", "x.whl", "--repository-url", "http://127.0.0.1:9/"],
     ["install", "img2gray", "--index-url", "http://127.0.0.1:9/simple"],
 )] + [(["install", "img2gray", "--index-url", "http://127.0.0.1:9/simple"], value)
-      for value in ("nan", "inf", "-1", "0")]  # to-wheel's: tests/test_reliability_cli.py
+      for value in ("nan", "inf", "-1", "0")]  # to-wheel's: tests/test_to_wheel_options.py
 
 
 @pytest.mark.parametrize(("command", "value"), _TIMEOUT_CASES,
@@ -586,7 +585,9 @@ s3_bodies = st.one_of(
 @pytest.fixture(scope="module")
 def s3_answers() -> Iterator[tuple[str, list[bytes]]]:
     """A loopback server answering every request with the body the test puts in the list."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
+
+    from support.http_server import LoopbackServer
 
     body = [b""]
 
@@ -603,14 +604,8 @@ def s3_answers() -> Iterator[tuple[str, list[bytes]]]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", body
-    finally:
-        server.shutdown()
-        server.server_close()
+    with LoopbackServer(Handler) as server:
+        yield server.endpoint, body
 
 
 @HARNESS
