@@ -8,8 +8,9 @@ code only, and such a cubin runs nothing ("no kernel image is available" at the 
   prints as ``.other <name>, @"STO_CUDA_ENTRY STV_DEFAULT"`` and cuda-gdb reads as a
   kernel's entry. nvcc 13 (checked here) sets it on every ``__global__`` function, also in
   ``-rdc`` builds and for ``sm_90a``/``sm_100f``; a device function (``__device__``) is an
-  ``STT_FUNC`` without it. Each kernel also has its ``.text.<name>`` and
-  ``.nv.info.<name>`` sections; the tests check all three against PTX's ``.entry``.
+  ``STT_FUNC`` without it. Section names do not tell them apart: a device function kept
+  by ``-rdc`` has its ``.text.<name>`` and ``.nv.info.<name>`` sections like a kernel
+  (the tests check the flag against PTX's ``.entry`` and those sections).
 - PTX is text; a kernel is an ``.entry`` directive (``.visible .entry name(``), a device
   function a ``.func``.
 - A HIP code object is an ELF file (``EM_AMDGPU``, 224). A kernel has a kernel
