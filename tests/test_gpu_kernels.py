@@ -494,3 +494,15 @@ def test_named_hostile_offload_bundles(builds: dict[str, Path], where: int, valu
     with pytest.raises(ElfError, match=r"^pkg/libhip\.so: "):
         read_elf_bytes(bytes(whole), "pkg/libhip.so")
     assert isinstance(FatbinError("x"), ElfError)
+
+
+def test_a_sections_payloads_inflate_within_one_budget() -> None:
+    """Each payload is bounded, and so are a section's payloads together (a section of
+    many entries, each within its own bound, cannot add up to more)."""
+    from kernel_wheels.elf.inflate import MAX_INFLATED_PER_SECTION, Budget, InflateError
+
+    budget = Budget()
+    for _ in range(MAX_INFLATED_PER_SECTION // MAX_INFLATED):
+        budget.spend(MAX_INFLATED, "x.so: an entry")
+    with pytest.raises(InflateError, match=r"^x\.so: one more .* past 4294967296 inflated bytes in all$"):
+        budget.spend(1, "x.so: one more")

@@ -39,10 +39,14 @@ import mmap
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..kernel.gpu_archs import GpuCode, sort_code_names
 from .kernels import EM_CUDA, elf_holds_kernel, ptx_holds_kernel
 from .layout import ElfError
+
+if TYPE_CHECKING:
+    from .inflate import Budget
 
 __all__ = ["FATBIN_MAGIC", "FATBIN_SECTIONS", "FatbinEntry", "FatbinError", "device_code", "gpu_code",
            "read_fatbin"]
@@ -100,10 +104,13 @@ def device_code(buffer: bytes | mmap.mmap, entries: tuple[FatbinEntry, ...],
                 name: str) -> tuple[GpuCode, GpuCode]:
     """(the cubins and PTX that hold a kernel, those that hold none) among ``entries``
     of ``buffer``: a name is looked into until one of its entries shows a kernel."""
+    from .inflate import Budget
+
     with_kernels: set[str] = set()
+    budget = Budget()
     for entry in entries:
         if entry.kind in _RUNNABLE and entry.name not in with_kernels \
-                and _holds_kernel(buffer, entry, name):
+                and _holds_kernel(buffer, entry, name, budget):
             with_kernels.add(entry.name)
     without = {e.name for e in entries if e.kind in _RUNNABLE} - with_kernels
     return _named(with_kernels), _named(without)
@@ -115,12 +122,13 @@ def _named(names: Iterable[str]) -> GpuCode:
                    sort_code_names(n for n in names if n.startswith("compute_")))
 
 
-def _holds_kernel(buffer: bytes | mmap.mmap, entry: FatbinEntry, name: str) -> bool:
+def _holds_kernel(buffer: bytes | mmap.mmap, entry: FatbinEntry, name: str, budget: Budget) -> bool:
     what = f"{name}: the {entry.name} {'cubin' if entry.kind == 'cubin' else 'PTX'} of its fat binary"
     start, end = entry.payload, entry.payload + entry.stored
     if entry.compression is not None:
         from .inflate import inflate  # the compression libraries load only when needed
 
+        budget.spend(entry.inflated, what)
         data: bytes | mmap.mmap = inflate(bytes(buffer[start:end]), entry.compression, entry.inflated,
                                           what)
         start, end = 0, len(data)

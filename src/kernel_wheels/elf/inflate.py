@@ -7,7 +7,8 @@ The container states the inflated size; it is believed only within two bounds, c
 before anything is inflated: at most :data:`MAX_INFLATED` bytes, and at most
 :data:`MAX_RATIO` times the compressed size. The output is then cut at the stated size,
 and a stream that gives more or fewer bytes, or does not end, is malformed. So a hostile
-entry costs at most the stated size in memory and the time to produce it.
+entry costs at most the stated size in memory and the time to produce it, and a section
+of many entries at most :data:`MAX_INFLATED_PER_SECTION` in all (:class:`Budget`).
 
 The bounds, from the 21,014 fat binary entries of torch 2.14.1+cu130 and the NVIDIA
 libraries it installs (cuDNN, cuBLAS, NCCL, ...): the largest entry is 136 MB inflated
@@ -27,15 +28,30 @@ if sys.version_info >= (3, 14):
 else:
     from backports import zstd
 
-__all__ = ["MAX_INFLATED", "MAX_RATIO", "InflateError", "inflate", "inflate_prefix"]
+__all__ = ["MAX_INFLATED", "MAX_INFLATED_PER_SECTION", "MAX_RATIO", "Budget", "InflateError", "inflate",
+           "inflate_prefix"]
 
 MAX_INFLATED = 1 << 30
 MAX_RATIO = 1024
+MAX_INFLATED_PER_SECTION = 4 << 30
 METHODS = ("lz4", "zstd", "zlib")
 
 
 class InflateError(ElfError):
     """A compressed payload that does not inflate to what its container says (one line)."""
+
+
+class Budget:
+    """The bytes one section's payloads may inflate to in all."""
+
+    def __init__(self, limit: int = MAX_INFLATED_PER_SECTION) -> None:
+        self.left = limit
+
+    def spend(self, declared: int, what: str) -> None:
+        if declared > self.left:
+            raise InflateError(f"{what} would take its section's compressed payloads past "
+                               f"{MAX_INFLATED_PER_SECTION} inflated bytes in all")
+        self.left -= declared
 
 
 def inflate(data: bytes, method: str, declared: int, what: str) -> bytes:

@@ -36,10 +36,14 @@ import mmap
 import re
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..kernel.gpu_archs import GpuCode, parse_amd_target, sort_target_ids
 from .kernels import EM_AMDGPU, elf_holds_kernel
 from .layout import ElfError
+
+if TYPE_CHECKING:
+    from .inflate import Budget
 
 __all__ = ["BUNDLE_MAGIC", "COMPRESSED_MAGIC", "HIP_SECTION", "BundleEntry", "OffloadBundleError",
            "hip_device_code", "read_bundles"]
@@ -91,15 +95,18 @@ def read_bundles(buffer: Buffer, name: str, start: int = 0,
     end = len(buffer) if end is None else end
     if not 0 <= start <= end <= len(buffer):
         raise OffloadBundleError(f"{name}: its {HIP_SECTION} section lies outside the file")
+    from .inflate import Budget
+
     entries: list[BundleEntry] = []
     found: set[str] = set()  # targets already shown to hold a kernel
+    budget = Budget()
     offset = start
     while offset < end:
         head = bytes(buffer[offset:offset + len(BUNDLE_MAGIC)])
         if head == BUNDLE_MAGIC:
             bundle, offset = _bundle(buffer, offset, end, name, None, found)
         elif head.startswith(COMPRESSED_MAGIC):
-            bundle, offset = _compressed(buffer, offset, end, name, found)
+            bundle, offset = _compressed(buffer, offset, end, name, found, budget)
         else:
             following = min(end, start + ((offset - start) // _ALIGNMENT + 1) * _ALIGNMENT)
             if any(bytes(buffer[offset:following])):
@@ -165,8 +172,8 @@ def _entry(buffer: Buffer, bundle_id: str, at: int, size: int, name: str, compre
     return BundleEntry(bundle_id, target.name, compression, kernels)
 
 
-def _compressed(buffer: Buffer, start: int, end: int, name: str,
-                found: set[str]) -> tuple[list[BundleEntry], int]:
+def _compressed(buffer: Buffer, start: int, end: int, name: str, found: set[str],
+                budget: Budget) -> tuple[list[BundleEntry], int]:
     from .inflate import inflate, inflate_prefix  # the compression libraries load only when needed
 
     if start + 8 > end:
@@ -181,6 +188,7 @@ def _compressed(buffer: Buffer, start: int, end: int, name: str,
         raise OffloadBundleError(f"{name}: a compressed offload bundle ends inside its header")
     values = fields.unpack_from(buffer, start + 8)
     what = f"{name}: a compressed offload bundle"
+    budget.spend(values[1] if has_total else values[0], what)
     if has_total:
         total, inflated = values[0], values[1]
         if not body - start <= total <= end - start:
