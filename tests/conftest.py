@@ -170,6 +170,8 @@ def matrix_folder(tmp_path_factory: pytest.TempPathFactory, cpu_build: Path,
         (package / "_ops.py").write_text("ops = None\n")
         if name.endswith("x86_64-linux") and "-cu1" in name:
             with_device_code(real_so, package / real_so.name)  # a CUDA build holds device code
+        elif name.endswith("x86_64-linux") and "-rocm" in name:  # ... and a ROCm build (#38)
+            with_device_code(real_so, package / real_so.name, ("gfx90a", "gfx942"))
         elif name.endswith("x86_64-linux"):
             shutil.copy(real_so, package / real_so.name)
         elif name.endswith("aarch64-linux"):
@@ -185,7 +187,8 @@ def matrix_folder(tmp_path_factory: pytest.TempPathFactory, cpu_build: Path,
             meta = {"name": "img2gray", "id": "_img2gray_x", "version": 1,
                     "license": "apache-2.0",
                     "python-depends": ["einops"] if name == "torch-cuda" else [],
-                    "backend": {"type": "cuda", "archs": ["8.0", "9.0+PTX"]},
+                    "backend": ({"type": "rocm", "archs": ["gfx90a", "gfx942"]} if "-rocm" in name
+                                else {"type": "cuda", "archs": ["8.0", "9.0+PTX"]}),
                     "digest": {"algorithm": "sha256", "files": digest_folder(variant)}}
             (variant / "metadata.json").write_text(json.dumps(meta))
     (root / "README.md").write_text("---\nlicense: apache-2.0\n---\n# img2gray\n\nTest matrix.\n")

@@ -338,10 +338,17 @@ hostile_urls = st.sampled_from([
 html_pages = st.lists(st.tuples(html_fragments, hostile_urls, st.text(alphabet="0123456789abcdef", max_size=64),
                                 st.text(max_size=10)), max_size=6).map(
     lambda parts: "".join(f.replace("{u}", u).replace("{h}", h).replace("{t}", t) for f, u, h, t in parts))
+#: What an index says a file's binaries hold (install chooses by it; #38 added code_objects).
+gpu_codes = st.dictionaries(
+    st.sampled_from(["cubins", "ptx", "code_objects", "binaries"]),
+    json_leaves | st.lists(st.sampled_from(["sm_90", "compute_90a", "gfx942", "gfx942:sramecc+:xnack-",
+                                            "gfx942:xnack+:xnack-", "gfx9-4-generic", "gfx"])
+                           | st.text(max_size=12), max_size=70), max_size=4)
 json_pages = st.one_of(
     json_values.map(json.dumps),
     st.lists(st.dictionaries(st.sampled_from(["filename", "url", "hashes", "yanked", "requires-python",
-                                              "core-metadata"]), json_leaves | hostile_urls, max_size=6),
+                                              "core-metadata", "kernel-wheels-gpu-code"]),
+                             json_leaves | hostile_urls | gpu_codes, max_size=6),
              max_size=4).map(lambda files: json.dumps({"meta": {"api-version": "1.1"}, "name": "k",
                                                        "files": files})),
     st.builds(lambda n: '{"files": ' + "[" * n + "]" * n + "}", st.sampled_from([1_000, 100_000])))

@@ -53,9 +53,10 @@ def register(commands: Commands) -> argparse.ArgumentParser:
     ins.add_argument("--python", type=Path, help="the Python to install into")
     ins.add_argument("--installer", choices=["pip", "uv"], default="pip",
                      help="what installs the chosen file into the target Python (default: pip)")
-    ins.add_argument("--gpu-arch", metavar="X.Y",
-                     help="the compute capability of the GPU to install for (default: torch's "
-                          "current GPU in the target Python; no GPU: not checked)")
+    ins.add_argument("--gpu-arch", metavar="ARCH",
+                     help="the GPU to install for: a compute capability (9.0) or an AMD target ID "
+                          "(gfx942, gfx942:sramecc+:xnack-) (default: torch's current GPU in the "
+                          "target Python; no GPU: not checked)")
     ins.add_argument("--dry-run", action="store_true", help="choose and explain, install nothing")
     ins.add_argument("--json", action="store_true", help="print the decision as JSON on stdout")
     add_policy(ins)
