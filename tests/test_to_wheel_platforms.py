@@ -21,6 +21,7 @@ from packaging.utils import parse_wheel_filename
 from kernel_wheels.checks import check_wheel
 from kernel_wheels.kernel.variants import parse_variant
 from kernel_wheels.wheel.plan import TagOptions, plan_wheel
+from support.contract import CONTRACT
 from support.faults import one_error_line
 from support.helpers import ROOT, read_member, run_cli
 
@@ -98,6 +99,7 @@ def test_cpu_and_metal_builds_of_one_run_get_their_own_macos_tags(
                      "img2gray-1.1.2+torch213cpu-cp39-abi3-macosx_15_0_arm64.whl",
                      "img2gray-1.1.2+torch213metal-cp39-abi3-macosx_26_0_arm64.whl",
                      "img2gray-1.1.2+tvmffi01cpu-cp39-abi3-macosx_15_0_arm64.whl"]
+    assert names[1:] == sorted(CONTRACT[n][0] for n in (CPU_MAC, METAL, TVM_CPU_MAC))
     cpu, metal = names[1], names[2]
     passes_check(*(tmp_path / "out" / name for name in names))
     for name in names:
@@ -179,6 +181,7 @@ def test_windows_builds_are_tagged_by_their_machine(foreign_binaries: dict[str, 
     root = kernel(tmp_path, {WIN_X86: foreign_binaries["windows"], WIN_ARM: foreign_binaries["windows-arm64"]})
     names = convert(root, tmp_path / "out")
     assert [platform_of(n) for n in names] == ["win_amd64", "win_arm64"]
+    assert names == [CONTRACT[WIN_X86][0], CONTRACT[WIN_ARM][0]]
     passes_check(*(tmp_path / "out" / name for name in names))
     for name in names:
         assert any(f.check == "pe" and f.status.value == "pass" and "machine matches" in f.message
