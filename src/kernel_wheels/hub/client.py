@@ -163,11 +163,14 @@ class HubClient:
                 "with read access")
 
     # -- listings -------------------------------------------------------------------
-    def pages(self, path: str, params: dict[str, Any] | None, where: str, what: str) -> Iterator[Any]:
+    def pages(self, path: str, params: dict[str, Any] | None, where: str, what: str,
+              *, retry: bool = False) -> Iterator[Any]:
         """The pages of the Hub listing at ``path`` (``/api/...``), as JSON. Read here
         rather than through huggingface_hub's ``paginate``, which follows a page's
         ``Link: next`` to any URL, forever: the next page must be on the endpoint's own
-        origin, and there are at most ``MAX_PAGES`` of them."""
+        origin, and there are at most ``MAX_PAGES`` of them. ``retry``: each page is
+        asked again on a transient failure (:meth:`retried`); leave it off where the whole
+        listing is already one :meth:`call`, which tries it again itself."""
         from huggingface_hub import get_session, hf_raise_for_status
 
         def page_at(url: str, params: dict[str, Any] | None) -> Any:
@@ -178,8 +181,8 @@ class HubClient:
         next_url: str | None = f"{self.endpoint.rstrip('/')}{path}"
         for _page in range(MAX_PAGES):
             assert next_url is not None
-            # A page is asked again on a transient failure, as every other Hub question.
-            response = self.retried(where, partial(page_at, next_url, params))
+            ask = partial(page_at, next_url, params)
+            response = self.retried(where, ask) if retry else ask()
             try:
                 page = response.json()
             except RecursionError:  # JSON nested deeper than Python's parser recurses

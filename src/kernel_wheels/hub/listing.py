@@ -71,7 +71,7 @@ def organisation_repos(client: HubClient, org: str,
         where = f"--org {org}: the Hub's {kind} listing"
         try:
             for page in client.pages(f"/api/{kind}s", {"author": org}, where,
-                                     f"{org}'s {kind} repositories"):
+                                     f"{org}'s {kind} repositories", retry=True):
                 found.update(_listed_ids(page, where))
         except KernelWheelsError:
             raise
