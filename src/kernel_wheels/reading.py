@@ -156,6 +156,9 @@ _TOML_SKIPPED = re.compile(r'"""(?:[^"\\]|\\.|"(?!""))*"{3,5}'
                            r"|'[^'\n]*'"
                            r"|#[^\n]*", re.S)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+# What cannot be part of a dotted key (bare parts, dots, blanks; quoted parts are gone
+# with the strings): a run between two of them holds one key's dots at most.
+_NOT_KEY = re.compile(r"[^A-Za-z0-9_\-. \t]+")
 #: Of a JSON text's bytes, all but brackets and quotes (what bytes.translate deletes).
 _NOT_JSON_SYNTAX = bytes(sorted(set(range(256)) - set(b'[]{}"')))
 _AS_SQUARE = bytes.maketrans(b"{}", b"[]")
@@ -167,8 +170,8 @@ def _deeper(brackets: bytes, limit: int) -> bool:
     brackets = brackets.translate(_AS_SQUARE)
     for _level in range(limit):
         shorter = brackets.replace(b"[]", b"")
-        if shorter == brackets:  # nothing left to open and close (unbalanced: the parser says)
-            return False
+        if shorter == brackets:  # no pair left: what stays open, the parser still enters
+            return brackets.count(b"[") > limit
         brackets = shorter
     return b"[]" in brackets
 
@@ -192,11 +195,17 @@ def json_nests_deeper(text: str, limit: int) -> bool:
 
 def toml_nests_deeper(text: str, limit: int) -> bool:
     """Whether the arrays and inline tables of the TOML ``text`` nest deeper than
-    ``limit`` (strings and comments left out; a table header counts one or two)."""
-    if text.count("[") + text.count("{") <= limit:
+    ``limit`` (strings and comments left out; a table header counts one or two), or a
+    dotted key (``a.b.c = 1``, ``[a.b.c]``) has more than ``limit`` parts: tomllib
+    builds those without recursing, but checks every prefix of the key, so a key of
+    100,000 parts took more memory than the machine had."""
+    brackets, dots = text.count("[") + text.count("{"), text.count(".")
+    if brackets <= limit and dots <= limit:
         return False
-    outside = _NOT_BRACKET.sub("", _TOML_SKIPPED.sub("", text))
-    return _deeper(outside.encode("ascii"), limit)
+    outside = _TOML_SKIPPED.sub("", text)
+    if dots > limit and max(chain.count(".") for chain in _NOT_KEY.split(outside)) > limit:
+        return True
+    return brackets > limit and _deeper(_NOT_BRACKET.sub("", outside).encode("ascii"), limit)
 
 
 def parse_json(data: str | bytes | bytearray, max_depth: int = MAX_DEPTH) -> Any:
