@@ -905,3 +905,259 @@ def test_a_metadata_json_beyond_the_size_bound_is_refused(world: Path, cpu_build
                    check=False)
     one_line_error(proc, "metadata.json", "more than the 16777216 bytes", status=1)
     assert not (world / "out").exists() or not list((world / "out").glob("*.whl"))
+
+
+# -- issue #39: the numbered cases, each through the CLI or the real store ------------------------
+#: What a terminal acts on: none of it may reach the screen raw.
+_RAW_CONTROLS = ("\x1b", "\x07", "\r", "\x9b", "\u202e", "\u2066", "\u2069")
+
+
+def _user_file(world: Path, kind: str) -> Path:
+    """A file the user names that is no file to read: a FIFO nobody writes (the read
+    waited for ever), /dev/zero (it never ends: a MemoryError), a folder."""
+    if kind == "dev-zero":
+        return Path("/dev/zero")
+    path = world / f"named-{kind}"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    return path
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "folder"])
+@pytest.mark.parametrize("option", ["check --policy", "verify --policy", "verify --trusted-root",
+                                    "install -r", "install -r (included)"])
+def test_a_user_named_file_that_is_no_regular_file_is_one_line(world: Path, option: str, kind: str) -> None:
+    """Point 1: ``--policy /dev/zero`` and ``install -r /dev/zero`` ended in a MemoryError
+    traceback, a FIFO hung them until killed, ``--trusted-root FIFO`` said "no such file"."""
+    named = _user_file(world, kind)
+    wheel = world / "x.whl"
+    wheel.write_bytes(b"")  # the wheels are looked at first: one exists
+    if option == "install -r (included)":
+        requirements = world / "requirements.txt"
+        requirements.write_text(f"-r {named}\n")
+        args = ["install", "-r", requirements]
+    elif option.startswith("install"):
+        args = ["install", "-r", named]
+    else:
+        command, flag = option.split()
+        args = [command, flag, named, wheel]
+    proc = run_cli(*args, env=world_env(world), check=False)
+    shown_kind = {"fifo": "a FIFO", "dev-zero": "a device", "folder": "a folder"}[kind]
+    expected = f"{shown_kind}, not a regular file" if option == "verify --trusted-root" \
+        else "is not a regular file (a FIFO, a device, a socket or a folder); refusing to read it"
+    one_line_error(proc, str(named), expected, status=2)
+    nothing_outside(world, "x.whl", "requirements.txt", f"named-{kind}")
+
+
+@pytest.mark.parametrize("policy", [
+    "signers = " + "[" * 5000 + "]" * 5000 + "\n",
+    "x = " + "{a = " * 5000 + "1" + "}" * 5000 + "\n",
+    "[" + ".".join(["t"] * 5000) + "]\n",
+], ids=["arrays-5000", "inline-tables-5000", "dotted-table-5000"])
+def test_a_policy_file_nested_5000_deep_is_one_line(world: Path, policy: str) -> None:
+    """Point 1: tomllib recursed 5,000 deep, a RecursionError traceback; a table header of
+    5,000 parts makes tomllib check every prefix of it (100,000 parts: more memory than the
+    machine had)."""
+    (world / "policy.toml").write_text(policy)
+    (world / "x.whl").write_bytes(b"")
+    proc = run_cli("check", "--policy", world / "policy.toml", world / "x.whl", env=world_env(world), check=False)
+    one_line_error(proc, "the policy file", "nested too deeply", status=2)
+
+
+@pytest.mark.parametrize("line", ["img2gray @ http://u:PASSWORD@host/x.whl",
+                                  "img2gray --index-url http://u:PASSWORD@host/simple",
+                                  "img2gray==1.0 --extra-index-url=https://PASSWORD@host/simple"])
+def test_a_requirement_line_with_a_password_is_refused_without_it(world: Path, line: str) -> None:
+    """Point 3: the refusal repeated the whole line, password included."""
+    (world / "requirements.txt").write_text(f"# kernels\n{line}\n")
+    proc = run_cli("install", "-r", world / "requirements.txt", env=world_env(world), check=False)
+    error = one_line_error(proc, "requirements.txt:2", "is a URL or path", status=2)
+    assert "PASSWORD" not in proc.stdout + proc.stderr
+    assert "://***@host" in error, error
+
+
+@pytest.mark.parametrize("given", ["file", "argument"])
+def test_a_requirement_with_terminal_controls_is_shown_escaped(world: Path, given: str) -> None:
+    """Point 2: a requirement holding ESC and BEL was echoed raw (twice) in install's
+    parse error: an OSC title sequence reached the terminal."""
+    requirement = "img2\x1b]0;pwned\x07gray\u202e==1"
+    if given == "file":
+        (world / "requirements.txt").write_text(requirement + "\n")
+        args: list[Any] = ["install", "-r", world / "requirements.txt"]
+    else:
+        args = ["install", requirement]
+    proc = run_cli(*args, env=world_env(world), check=False)
+    error = one_line_error(proc, "is not a requirement", status=2)
+    assert not any(c in proc.stdout + proc.stderr for c in _RAW_CONTROLS), repr(proc.stderr)
+    assert "img2\\x1b]0;pwned\\x07gray\\u202e==1" in error, error
+
+
+def _with_verified_record(wheel: Path, target: Path, kernel: str) -> Path:
+    """``wheel`` copied to ``target`` with its kernel_wheels.verified.json naming ``kernel``
+    (and RECORD saying so: the record is what the wheel holds, only its words are hostile)."""
+    import base64
+    import hashlib
+
+    with zipfile.ZipFile(wheel) as source:
+        members = {info.filename: (info, source.read(info)) for info in source.infolist()}
+    name = next(n for n in members if n.endswith("/kernel_wheels.verified.json"))
+    record = json.loads(members[name][1])
+    record["kernel"] = kernel
+    data = json.dumps(record).encode()
+    members[name] = (members[name][0], data)
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    record_name = next(n for n in members if n.endswith(".dist-info/RECORD"))
+    lines = [f"{name},sha256={digest},{len(data)}" if line.startswith(name + ",") else line
+             for line in members[record_name][1].decode().splitlines()]
+    members[record_name] = (members[record_name][0], ("\n".join(lines) + "\n").encode())
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as out:
+        for info, content in members.values():
+            out.writestr(info, content)
+    return target
+
+
+@pytest.mark.parametrize("how", [["check", "-v"], ["check", "--require-signature"]])
+def test_a_verified_record_with_terminal_controls_is_shown_escaped(wheels: Path, world: Path,
+                                                                   how: list[str]) -> None:
+    """Point 2: a kernel_wheels.verified.json whose ``kernel`` holds an OSC title
+    sequence, a clear-screen and a bidi override was printed raw by ``check -v`` and
+    ``check --require-signature``."""
+    original = next(p for p in sorted(wheels.glob("*.whl"))
+                    if "kernel_wheels.verified.json" in str(zipfile.ZipFile(p).namelist()))
+    hostile = "\x1b]0;owned\x07\x1b[2J\x1b[Hgood\u202egpj.exe\r\n"
+    wheel = _with_verified_record(original, world / original.name, hostile)
+    proc = run_cli(*how, wheel, env=world_env(world), check=False)
+    output = proc.stdout + proc.stderr
+    assert "Traceback" not in output
+    assert not any(c in output for c in _RAW_CONTROLS), repr(output)
+    assert "\\x1b]0;owned\\x07\\x1b[2J\\x1b[Hgood\\u202egpj.exe" in output, output
+
+
+class _EndlessS3:
+    """An S3 endpoint on 127.0.0.1 that answers every ListObjectsV2 as truncated, with a
+    NEW continuation token each time (the listing #30 bounded by tokens seen before went
+    on: 1,283 requests a minute, for ever)."""
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler
+
+        from support.http_server import LoopbackServer
+
+        self.listings = 0
+        endless = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_HEAD(self) -> None:  # noqa: N802 (http.server's name)
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def do_GET(self) -> None:  # noqa: N802
+                endless.listings += 1
+                token = f"t{endless.listings}"
+                body = ('<?xml version="1.0" encoding="UTF-8"?><ListBucketResult '
+                        'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>bkt</Name><Prefix>pre/</Prefix>'
+                        '<KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated>'
+                        f'<Contents><Key>pre/k-{token}</Key><Size>1</Size></Contents>'
+                        f'<NextContinuationToken>{token}</NextContinuationToken></ListBucketResult>').encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = LoopbackServer(Handler)
+
+
+def test_an_s3_listing_that_always_names_a_new_page_ends_at_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point 4, counted in requests: the listing ends after its page bound (1,000), with
+    one line, instead of running for ever."""
+    from kernel_wheels.errors import DistributionError
+    from kernel_wheels.mirror.store import MAX_LIST_PAGES, open_destination
+
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "s3-secret-canary-39",
+                        "AWS_DEFAULT_REGION": "us-east-1", "KERNEL_WHEELS_TIMEOUT": "5",
+                        "KERNEL_WHEELS_RETRIES": "0"}.items():
+        monkeypatch.setenv(name, value)
+    endless = _EndlessS3()
+    with endless.server:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", endless.server.endpoint)
+        store = open_destination("s3://bkt/pre")
+        with pytest.raises(DistributionError) as raised:
+            for _key in store.keys(""):
+                pass
+    assert raised.value.message == f"s3://bkt/pre: listing / goes on for more than {MAX_LIST_PAGES} pages; " \
+                                   "refusing to read more of it"
+    assert endless.listings == MAX_LIST_PAGES == 1000
+
+
+def test_uploads_to_an_index_server_take_the_runs_timeout(world: Path) -> None:
+    """Point 4's stall message: a mirror to an index server took the index default (60 s)
+    whatever --timeout said, and a stalled server's line named 60 s under --timeout 10."""
+    from kernel_wheels.mirror.pipeline import MirrorOptions, open_target
+    from kernel_wheels.network import NetworkSettings
+
+    _store, uploads = open_target("http://127.0.0.1:9/", str(world / "state"), MirrorOptions(),
+                                  NetworkSettings(timeout=10), prompt=False)
+    assert uploads is not None and uploads.timeout == 10  # type: ignore[attr-defined]
+
+
+# -- the harness over user-named files: policy files and requirements files ---------------------
+policy_texts = st.one_of(
+    st.dictionaries(st.sampled_from(["signers", "kernels-signers", "trusted-root", "require-signature",
+                                     "trusted-repos", "require-clean", "x"]), json_values, max_size=4).map(
+        lambda doc: "\n".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in doc.items())),
+    st.builds(lambda n, o, c: "signers = " + o * n + c * n, st.sampled_from([50, 101, 5_000, 100_000]),
+              st.sampled_from(["[", "{a = "]), st.sampled_from(["]", "}"])),
+    st.builds(lambda n: "[" + ".".join(["t"] * n) + "]\n", st.sampled_from([50, 101, 5_000, 100_000])),
+    st.builds(lambda n: ".".join(["t"] * n) + " = 1\n", st.sampled_from([101, 100_000])),
+    st.text(max_size=60),
+    st.binary(max_size=40).map(lambda b: b.decode("latin-1")),
+)
+
+
+@HARNESS
+@given(text=policy_texts)
+def test_policy_files(tmp_path_factory: pytest.TempPathFactory, text: str) -> None:
+    from kernel_wheels.provenance.policy import PolicyOptions
+
+    path = tmp_path_factory.mktemp("policy") / "policy.toml"
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    returns_or_one_line("policy file", lambda: PolicyOptions(policy_file=path).resolve())
+
+
+requirement_lines = st.one_of(
+    st.sampled_from(["img2gray", "img2gray==1.1.2", "img2gray @ http://u:PASSWORD@h/x.whl",
+                     "img2gray --index-url http://u:PASSWORD@h/simple", "-i http://u:PASSWORD@h/simple",
+                     "-r missing.txt", "-r self.txt", "-e .", "./x.whl", "img2gray \\", "# c", "",
+                     "img2\x1b]0;t\x07gray", "img2gray;\u202e", "--hash=sha256:00"]),
+    st.text(max_size=30),
+)
+
+
+@HARNESS
+@given(lines=st.lists(requirement_lines, max_size=5))
+def test_requirements_files(tmp_path_factory: pytest.TempPathFactory, lines: list[str]) -> None:
+    """install -r's reader and then each requirement's parser: returns, or one line that
+    shows no password and no raw control character."""
+    from kernel_wheels.errors import UsageError
+    from kernel_wheels.install.core import parse_requirement
+    from kernel_wheels.install.requirements import read_requirements
+
+    folder = tmp_path_factory.mktemp("requirements")
+    (folder / "self.txt").write_text("-r self.txt\n")
+    path = folder / "requirements.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogatepass")
+    try:
+        for requirement in read_requirements(path):
+            parse_requirement(requirement)
+    except UsageError as exc:
+        assert "\n" not in exc.message and "PASSWORD" not in exc.message, exc.message
+        assert not any(c in exc.message for c in _RAW_CONTROLS), repr(exc.message)

@@ -12,6 +12,8 @@ import os
 import re
 from pathlib import Path
 
+from .reading import read_text
+
 _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
@@ -32,7 +34,7 @@ def read_commit_time(commit: str) -> int | None:
     if path is None:
         return None
     try:
-        return int(path.read_text().strip())
+        return int(read_text(path, "a cached commit time", ValueError, 64).strip())
     except (OSError, ValueError):
         return None
 
@@ -56,8 +58,9 @@ def read_publisher_trust(commit: str) -> bool | None:
     if not _COMMIT.fullmatch(commit):
         return None
     try:
-        text = (cache_dir("publisher-trust") / commit).read_text().strip()
-    except OSError:
+        text = read_text(cache_dir("publisher-trust") / commit, "a cached publisher flag", ValueError,
+                         64).strip()
+    except (OSError, ValueError):
         return None
     return {"true": True, "false": False}.get(text)
 

@@ -12,6 +12,8 @@ names where the name came from and shows it escaped on one line.
 A folder from outside (a variant folder to pack, a source tree's Python package to
 build) is read through :func:`regular_files`: links followed only where they stay
 inside the folder's root, no FIFO, socket or device file, each real folder once.
+A file's bytes are read by :mod:`kernel_wheels.reading`, a name is shown by
+:func:`kernel_wheels.terminal.shown`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ from pathlib import Path, PurePosixPath
 
 from .errors import UnsafeNameError
 
+# Kept importable from here, where they were first: the one reader and the one escaping.
+from .reading import MAX_SMALL_FILE as MAX_SMALL_FILE
+from .reading import read_regular as read_regular
+from .terminal import shown as shown
+
 #: A Hub commit id: the hex digest of a git commit (sha1; sha256 repositories use 64).
 _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -34,21 +41,6 @@ MAX_SEGMENT = 255
 MAX_PATH = 4096
 #: Git's rules for ref names (git check-ref-format), which the HF cache uses as paths.
 _BAD_REF = re.compile(r"\.\.|@\{|[\x00-\x20\x7f~^:?*\[\\]|//|/\.|\.lock(/|$)|^\.|^/|/$|\.$")
-
-
-#: What a terminal acts on rather than shows: C0, DEL, C1 (0x9b is CSI to many
-#: terminals) and the bidirectional embeddings, overrides and isolates.
-_SHOWN_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def _escape(char: str) -> str:
-    return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
-
-
-def shown(name: str, limit: int = 120) -> str:
-    """``name`` on one line, control characters escaped, cut at ``limit`` characters."""
-    escaped = _SHOWN_CONTROL.sub(lambda m: _escape(m[0]), name)
-    return escaped if len(escaped) <= limit else escaped[:limit] + "..."
 
 
 def relative_path(name: object, where: str) -> PurePosixPath:
@@ -113,45 +105,6 @@ def inside(root: Path, relative: str | PurePosixPath, where: str) -> Path:
         raise UnsafeNameError(f"{where}: '{shown(str(relative))}' would be written outside "
                               f"{root} (through a link); refusing")
     return target
-
-
-#: The most a small file of outside data (a lock, a pyproject.toml, a build.toml, a
-#: metadata.json, a record) may hold: none of them comes near it.
-MAX_SMALL_FILE = 16 << 20
-
-
-def read_regular(path: Path, what: str, error: Callable[[str], Exception],
-                 limit: int = MAX_SMALL_FILE) -> bytes:
-    """The bytes of ``path`` (links followed), which must be a regular file of at most
-    ``limit`` bytes, or ``error(message)`` with one line naming ``what`` it is.
-
-    Opened without blocking (``O_NONBLOCK``): a FIFO with no writer would otherwise hang
-    the open for ever; what was opened is then judged by ``fstat`` (a FIFO, a device such
-    as ``/dev/zero``, a socket or a folder is refused before a byte is read), and the
-    read stops at ``limit + 1`` bytes whatever the size said (a file that grows while it
-    is read, or one of /proc's that says 0). ``FileNotFoundError`` and other ``OSError``
-    reach the caller as they are: it knows what a missing file means there."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise error(f"{what} {shown(str(path), 300)} is not a regular file (a FIFO, a device, "
-                        "a socket or a folder); refusing to read it")
-        if info.st_size > limit:
-            raise error(f"{what} {shown(str(path), 300)} is {info.st_size} bytes, more than the "
-                        f"{limit} bytes such a file may hold; refusing to read it")
-        os.set_blocking(fd, True)
-        chunks: list[bytes] = []
-        size = 0
-        while chunk := os.read(fd, min(1 << 20, limit + 1 - size)):
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > limit:
-                raise error(f"{what} {shown(str(path), 300)} holds more than the {limit} bytes such "
-                            "a file may hold; refusing to read it")
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 class Problem(enum.Enum):

@@ -30,7 +30,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit, urlunsplit
 
-from .confine import shown
+from .terminal import shown
 
 MASK = "********"
 #: What stands where a server's text was withheld.
@@ -322,6 +322,23 @@ def one_line(text: str, secrets: Iterable[str] = (), limit: int = 200) -> str:
     """A server's text for a one-line message: redacted, control characters escaped,
     cut at ``limit`` characters."""
     return shown(redact(text, secrets), limit)
+
+
+# A command line's or requirement line's option that carries a secret as its value:
+# ``--password X``, ``--token=X``, ``--client-secret X`` (the value masked, the name kept).
+_SECRET_OPTION = re.compile(r"(?i)(--?[a-z0-9-]*(?:password|passwd|token|secret|api-key)[a-z0-9-]*)"
+                            r"(=|\s+)(\S+)")
+
+
+def quoted(text: str, limit: int = 200) -> str:
+    """A requirement, URL or command line from outside (an ``install -r`` line, an
+    index URL, an argument list), for a message that quotes it: a URL's user part
+    (``http://u:PASSWORD@host``), a Basic or Bearer value and a secret option's value
+    (``--password X``) masked, then escaped and cut as :func:`shown` does. The one
+    redaction such messages go through; the CLI's error line applies it again."""
+    masked = redact(text, userinfo="***@")
+    masked = _SECRET_OPTION.sub(lambda m: f"{m[1]}{m[2]}{MASK}", masked)
+    return shown(masked, limit)
 
 
 def strip_userinfo(url: str) -> str:

@@ -19,6 +19,7 @@ from ..confine import read_regular, shown
 from ..errors import BuildError
 from ..kernel.metadata import KernelDependency
 from ..kernel.repo_id import is_repo_id
+from ..reading import NestingError, parse_toml
 from .flags import Kind, refused_flag
 from .tree import check_folder, package_files, tree_path
 
@@ -380,10 +381,10 @@ def read_build_toml(source_dir: Path) -> BuildConfig:
     if not path.is_file():
         raise BuildError(f"{source_dir} is not a kernel source tree: it has no build.toml")
     try:
-        doc = tomllib.loads(read_regular(path, "the build file", BuildError).decode("utf-8"))
+        doc = parse_toml(read_regular(path, "the build file", BuildError).decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise BuildError(f"{path}: not valid TOML: {shown(str(exc), 200)}") from None
-    except RecursionError:  # arrays or tables nested deeper than tomllib recurses
+    except NestingError:  # nested past MAX_DEPTH, refused before the parser recursed
         raise BuildError(f"{path}: nested too deeply to be a build.toml") from None
     general = doc.get("general")
     if not isinstance(general, dict):

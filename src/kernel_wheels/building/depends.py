@@ -16,7 +16,6 @@ digest. What exists nowhere is an error naming what to set.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from .. import data
 from ..cache import cache_dir
 from ..errors import BuildError
 from ..kernel.digest import file_sha256
+from ..reading import read_json
 from .environment import tool_environment
 from .source_archive import PinnedArchive, fetch
 
@@ -110,7 +110,7 @@ def _archive_pin(entry: dict[str, Any], log: Any) -> PinnedArchive:
     table_path = os.environ.get(project["digests_env"])
     if table_path:
         try:
-            table = json.loads(Path(table_path).read_text())
+            table = read_json(Path(table_path), project["digests_env"], BuildError)
             digests = {k: table[entry["version"]].get(k) for k in ("sha256", "nar")}
         except (OSError, ValueError, KeyError, AttributeError, TypeError):
             raise BuildError(f"{project['digests_env']}={table_path} has no digests for "

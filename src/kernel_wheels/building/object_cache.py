@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from ..cache import cache_dir
+from ..reading import read_json
 
 MAX_AGE_SECONDS = 30 * 24 * 3600
 #: arguments that change how fast a compiler runs, never what it produces
@@ -99,7 +100,7 @@ def lookup(key: str, name: str) -> Path | None:
     for entry in sorted(folder.iterdir()):
         manifest_path = entry / "inputs.json"
         try:
-            manifest = json.loads(manifest_path.read_text())
+            manifest = read_json(manifest_path, "a cached object's inputs", ValueError)
         except (OSError, ValueError):
             continue
         if not isinstance(manifest, dict):

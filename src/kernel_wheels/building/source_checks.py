@@ -13,6 +13,7 @@ import ast
 from pathlib import Path
 
 from ..errors import BuildError
+from ..reading import read_text
 from .config import BuildConfig
 from .tree import package_files
 
@@ -36,7 +37,7 @@ def unprefixed_registrations(path: Path, relpath: str) -> list[str]:
     torch.library registration whose op name does not come from
     ``add_op_namespace_prefix``."""
     try:
-        tree = ast.parse(path.read_text("utf-8"), filename=relpath)
+        tree = ast.parse(read_text(path, relpath, BuildError), filename=relpath)
     except (SyntaxError, UnicodeDecodeError) as exc:
         raise BuildError(f"{relpath} is not valid Python: {exc}") from None
     found = []

@@ -12,7 +12,6 @@ inlined limited-API code and are fine. NEEDED (libpython, libtorch_python) is ch
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from abi3info import DATAS, FUNCTIONS
 from abi3info.models import PyVersion, Symbol
 
 from ..elf.reader import ElfInfo
+from ..reading import read_json
 from ..wheel.variant_label import split_variant_label
 from .report import Finding, Status
 
@@ -76,8 +76,8 @@ def check_abi3_with_abi3audit(wheel: Path) -> list[Finding]:
             [sys.executable, "-m", "abi3audit", "-R", "-o", str(report), "-S", str(wheel)],
             capture_output=True, text=True, env=env)
         try:
-            result = json.loads(report.read_text())
-        except (OSError, json.JSONDecodeError):
+            result = read_json(report, "abi3audit's report", ValueError)
+        except (OSError, ValueError):
             tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:]) or "no output"
             return [Finding("abi3", Status.FAIL, f"abi3audit could not run: {tail}")]
     findings = []

@@ -12,7 +12,6 @@ import base64
 import csv
 import hashlib
 import io
-import json
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..provenance.record import VERIFIED_FILE
+from ..reading import parse_json
 from ..wheel.gpu_record import GPU_RECORD
 from ..wheel.metadata import PROVENANCE_FILE
 from ..wheel.sbom import SBOM_FOLDER, SBOM_NAME
@@ -82,8 +82,8 @@ class WheelContents:
         if text is None:
             return None
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
+            value = parse_json(text)
+        except ValueError:
             return None
         return value if isinstance(value, dict) else None
 

@@ -32,6 +32,7 @@ from typing import Any
 from ..elf.reader import ElfInfo
 from ..errors import UsageError
 from ..kernel.gpu_archs import EXAMPLES, ClaimVerdict, GpuCode, judge_claim
+from ..reading import parse_json
 from ..wheel.gpu_record import GPU_RECORD, record_document
 from ..wheel.variant_label import VARIANT_JSON, read_variant_json, sm_arch_of_code
 from .facts import WheelContents
@@ -191,8 +192,8 @@ def _record_findings(facts: WheelContents, code: WheelGpuCode) -> list[Finding]:
     if text is None:
         return []
     try:
-        said = json.loads(text)
-    except json.JSONDecodeError:
+        said = parse_json(text)
+    except ValueError:
         said = None
     if said != record_document(code.binaries):
         return [Finding("gpu", Status.FAIL, f"{GPU_RECORD} does not say what the binaries hold "

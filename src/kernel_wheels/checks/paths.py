@@ -7,6 +7,14 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import UsageError
+from ..reading import not_a_file
+
+
+def _not_a_wheel_file(path: Path) -> str:
+    """A named path that is neither a folder nor a regular file: missing, or a FIFO or
+    device (which would hang or never end the read), said by what it is."""
+    why = not_a_file(path)
+    return "does not exist" if why == "no such file" else f"is {why}; refusing to read it"
 
 
 def wheels_in(paths: Iterable[Path]) -> list[Path]:
@@ -19,10 +27,10 @@ def wheels_in(paths: Iterable[Path]) -> list[Path]:
             if not inside:
                 raise UsageError(f"{path} is a folder with no .whl files")
             found += inside
-        elif path.exists():
+        elif path.is_file():
             found.append(path)
         else:
-            raise UsageError(f"{path} does not exist")
+            raise UsageError(f"{path} {_not_a_wheel_file(path)}")
     return found
 
 
@@ -37,7 +45,7 @@ def wheels_under(paths: Iterable[Path]) -> list[Path]:
         elif path.is_file():
             found.append(path)
         else:
-            raise UsageError(f"{path} does not exist")
+            raise UsageError(f"{path} {_not_a_wheel_file(path)}")
     if not found:
         raise UsageError(f"no .whl files in {', '.join(map(str, given))}")
     return found

@@ -8,9 +8,9 @@ one kernel-wheels writes is a failure with a reason, never an exception.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from ..reading import parse_json
 from ..wheel.sbom import SPEC_VERSION
 from .facts import SBOM_TEXT, WheelContents
 from .report import Finding, Status
@@ -31,8 +31,8 @@ def check_sbom(facts: WheelContents) -> list[Finding]:
 def _listed_files(text: str) -> tuple[dict[str, str], str | None]:
     """{member name: sha256 hex} from the kernel component's file list, or a problem."""
     try:
-        document = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
+        document = parse_json(text)
+    except (ValueError, RecursionError) as exc:
         return {}, f"not valid JSON ({exc.__class__.__name__})"
     if not isinstance(document, dict) or document.get("bomFormat") != "CycloneDX":
         return {}, "not a CycloneDX document"

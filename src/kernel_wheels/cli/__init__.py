@@ -17,6 +17,7 @@ from typing import NoReturn
 
 from .. import __version__
 from ..errors import KernelWheelsError
+from ..redaction import redact
 from .common import PROG, add_output, print_json_error, stderr
 
 # Command modules, in the order `kernel-wheels --help` lists them.
@@ -104,7 +105,8 @@ def _main(argv: Sequence[str] | None) -> int:
         print_json_error(args, "UsageError", "no answer at the prompt (end of input)", 2)
         return 2
     except KernelWheelsError as exc:
-        first, *rest = exc.message.splitlines() or [""]
+        # Masked here too (stderr masks again): the JSON document quotes the message.
+        first, *rest = redact(exc.message, userinfo="***@").splitlines() or [""]
         stderr(f"{PROG}: error: {first}")
         for line in rest:  # compiler output after a build error
             stderr(f"  {line}")
@@ -113,7 +115,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return exc.exit_code
     except OSError as exc:  # the file system said no: a full disk, a read-only folder...
         where = f": {exc.filename}" if exc.filename else ""
-        message = f"{exc.strerror or exc}{where}"
+        message = redact(f"{exc.strerror or exc}{where}", userinfo="***@")
         stderr(f"{PROG}: error: {message}")
         print_json_error(args, "OSError", message, 1)
         return 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import Commands, add_command, positive_int, writable_folder
+from .common import Commands, add_command, out, positive_int, writable_folder
 
 
 def register(commands: Commands) -> argparse.ArgumentParser:
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
                            manylinux=not args.no_manylinux, target_arch=args.target_arch)
     report = build(args.source_dir, args.output_dir, options, log=args.progress)
     for result in report.built:
-        print(result.path)
+        out(result.path)
     counts = {s: sum(r.status == s for r in report.results) for s in ("built", "skipped", "failed")}
     args.progress(f"{report.kernel}: {counts['built']} built, {counts['skipped']} skipped, "
                   f"{counts['failed']} failed")

@@ -6,7 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
-from .common import Commands, add_command, add_policy, policy, positive_int
+from ..terminal import shown
+from .common import Commands, add_command, add_policy, out, policy, positive_int
 
 
 def register(commands: Commands) -> argparse.ArgumentParser:
@@ -38,15 +39,16 @@ def run(args: argparse.Namespace) -> int:
 
     reports = check_wheels(wheels_in(args.wheels), jobs=args.jobs, policy=policy(args))
     if args.json:
-        print(json.dumps([r.to_dict() for r in reports], indent=2))
+        out(json.dumps([r.to_dict() for r in reports], indent=2))
     else:
         for report in reports:
             verdict = "PASS" if report.passed else "FAIL"
-            print(f"{verdict} {report.wheel}")
+            out(f"{verdict} {report.wheel}")
             for finding in report.findings:
                 if finding.status is Status.PASS and not args.verbose:
                     continue
-                print(f"  {finding.status.value}: [{finding.check}] {finding.message}")
+                # One line per finding, whatever a wheel's record holds (a line break too).
+                out(f"  {finding.status.value}: [{finding.check}] {shown(finding.message, 4000)}")
     failed = sum(not r.passed for r in reports)
     args.progress(f"{len(reports) - failed} of {len(reports)} wheels passed")
     return 1 if failed else 0

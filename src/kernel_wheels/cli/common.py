@@ -11,6 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
+from ..redaction import redact
+from ..terminal import shown_lines
+
 if TYPE_CHECKING:  # the command line stays light: each command imports what it runs
     from ..kernel.selection import VariantFilter
     from ..network import NetworkSettings
@@ -21,8 +24,20 @@ PROG = "kernel-wheels"
 Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
+def out(text: object = "") -> None:
+    """A line (or lines) of a command's output on stdout. Everything the CLI prints goes
+    through here or :func:`stderr`: what it shows may hold text from outside (a wheel's
+    record, a Hub name, a server's reason), so every character a terminal would act on
+    (ESC, BEL, CR, C1, bidirectional overrides, ...) is escaped; the output's own line
+    breaks are kept (:func:`kernel_wheels.terminal.shown_lines`)."""
+    print(shown_lines(str(text)))
+
+
 def stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    """A line on stderr (an error, a warning, a progress line): escaped as :func:`out`
+    escapes, and any URL's ``user:password@`` part and Basic/Bearer value masked
+    (:func:`kernel_wheels.redaction.redact`), whatever built the message."""
+    print(shown_lines(redact(message, userinfo="***@")), file=sys.stderr, flush=True)
 
 
 def add_command(commands: Commands, name: str, *, help: str, description: str,
@@ -39,7 +54,7 @@ def print_json_error(args: argparse.Namespace, kind: str, message: str, exit_cod
     an empty output; ``details`` (what the command found before it failed) go into the
     same document: one document per run, success or failure."""
     if getattr(args, "json", False):
-        print(json.dumps({**(details or {}),
+        out(json.dumps({**(details or {}),
                           "error": {"type": kind, "message": message, "exit_code": exit_code}},
                          indent=2))
 
@@ -48,7 +63,7 @@ def print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> Non
     """A table on stdout: columns as wide as their widest cell, two spaces apart."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        out("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
 def writable_folder(path: Path, option: str) -> None:

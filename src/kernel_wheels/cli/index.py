@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .common import Commands, add_command, add_policy, policy, positive_int, writable_folder
+from .common import Commands, add_command, add_policy, out, policy, positive_int, writable_folder
 
 EPILOG = """\
 examples:
@@ -56,8 +56,8 @@ def run(args: argparse.Namespace) -> int:
     result = build_site(args.output, args.inputs, args.target, jobs=args.jobs, progress=args.progress,
                         policy=policy(args))
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+        out(json.dumps(result.to_dict(), indent=2))
     else:
         for index in result.to_dict()["indexes"]:
-            print(args.output / index)
+            out(args.output / index)
     return 0

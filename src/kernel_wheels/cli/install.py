@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .common import Commands, add_command, add_policy, policy, stderr
+from .common import Commands, add_command, add_policy, out, policy, stderr
 
 if TYPE_CHECKING:
     from ..install.core import InstallOptions, InstallResult
@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
             stderr(f"  {line}")
         raise refused.error
     if args.json:
-        print(json.dumps(install_document(results), indent=2))
+        out(json.dumps(install_document(results), indent=2))
     for result in results:
         _tell(result, args)
     return 0
@@ -150,12 +150,12 @@ def _tell(result: InstallResult, args: argparse.Namespace) -> None:
     choice = result.choice
     assert choice.chosen is not None
     if not args.json:
-        print(f"chose {choice.chosen.file.filename}")
+        out(f"chose {choice.chosen.file.filename}")
         for line in choice.why:
-            print(f"  why: {line}")
+            out(f"  why: {line}")
         for decision in choice.decisions[1:]:
             if decision.rejected is not None:
-                print(f"  rejected {decision.file.filename}: {decision.rejected}")
+                out(f"  rejected {decision.file.filename}: {decision.rejected}")
     if result.installed:
         args.progress(f"installed {choice.chosen.file.filename}; torch "
                       f"{choice.environment.torch_version} unchanged (its {result.torch_files} recorded "

@@ -7,7 +7,7 @@ import json
 import shlex
 from pathlib import Path
 
-from .common import Commands, add_command
+from .common import Commands, add_command, out
 
 EPILOG = """\
 examples:
@@ -41,12 +41,12 @@ def run(args: argparse.Namespace) -> int:
 
     kernels = installed_kernels(args.python)
     if args.json:
-        print(json.dumps([kernel.to_dict() for kernel in kernels], indent=2))
+        out(json.dumps([kernel.to_dict() for kernel in kernels], indent=2))
         return 0
     value = local_kernels_value(kernels, args.progress)
     for line in unmet_pins(kernels):
         args.progress(f"warning: {line}")
     if not value:
         args.progress("no kernel wheel from the Hub is installed there")
-    print(f"export LOCAL_KERNELS={shlex.quote(value)}" if args.shell else value)
+    out(f"export LOCAL_KERNELS={shlex.quote(value)}" if args.shell else value)
     return 0

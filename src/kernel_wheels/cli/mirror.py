@@ -17,6 +17,7 @@ from .common import (
     add_source_options,
     filters,
     network,
+    out,
     policy,
     positive_int,
 )
@@ -113,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         renderer.close()
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+        out(json.dumps(result.to_dict(), indent=2))
     else:
         _table(result)
     return 1 if result.count("refused") else 0
@@ -175,8 +176,8 @@ def _table(result: MirrorResult) -> None:
         width = max(len(r.status) for r in rows)
         repo_width = max(len(r.repo) for r in rows)
         for row in rows:
-            print(f"{row.status:<{width}}  {row.repo:<{repo_width}}  {row.version:<10} "
+            out(f"{row.status:<{width}}  {row.repo:<{repo_width}}  {row.version:<10} "
                   f"{row.variant:<40} {row.detail}".rstrip())
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n or s in ("added", "skipped"))
-    print(f"{result.destination}{' (dry run)' if result.dry_run else ''}: {summary}; "
+    out(f"{result.destination}{' (dry run)' if result.dry_run else ''}: {summary}; "
           f"{result.pages_written} page(s) written")

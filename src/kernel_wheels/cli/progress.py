@@ -14,6 +14,8 @@ import threading
 from typing import IO, TYPE_CHECKING
 
 from ..progress import SILENT_TASK, Task, Unit
+from ..redaction import redact
+from ..terminal import shown_lines
 
 if TYPE_CHECKING:
     from tqdm import tqdm
@@ -48,6 +50,9 @@ class TerminalProgress:
         self._lock = threading.Lock()
 
     def _write(self, message: str) -> None:
+        # Progress lines name what a run meets (a Hub's names, a server's reason):
+        # escaped and masked as every line the CLI prints (cli.common.stderr).
+        message = shown_lines(redact(message, userinfo="***@"))
         if self.bars:
             from tqdm import tqdm
 

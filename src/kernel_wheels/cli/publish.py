@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .common import Commands, add_command
+from .common import Commands, add_command, out
 
 EPILOG = """\
 examples:
@@ -89,9 +89,9 @@ def run(args: argparse.Namespace) -> int:
         # than let a wrong secret pass for a checked one (docs/distribution.md).
         args.progress("nothing to upload: the credentials were not used, nor checked")
     if args.json:
-        print(json.dumps({"repository": repository.display,
+        out(json.dumps({"repository": repository.display,
                           "wheels": [o.to_dict() for o in outcomes]}, indent=2))
     else:
         for outcome in outcomes:
-            print(f"{outcome.status}: {outcome.filename}")
+            out(f"{outcome.status}: {outcome.filename}")
     return 0

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .common import Commands, add_command, add_source_options, filters, network, policy, positive_int
+from .common import Commands, add_command, add_source_options, filters, network, out, policy, positive_int
 
 if TYPE_CHECKING:
     from ..convert.pipeline import ConvertOptions, WheelResult
@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     args.progress(f"done: {counted(len(result.wheels), 'wheel')} of {result.source} {result.version} "
                   f"in {args.output_dir} ({_statuses(result.wheels)})")
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+        out(json.dumps(result.to_dict(), indent=2))
     return 0
 
 
@@ -202,7 +202,7 @@ def _run_locked(args: argparse.Namespace, options: ConvertOptions, settings: Net
             args.progress(f"wrote {path} (uv pip install -r {path.name})")
         document["pylock"] = [str(path) for path in written]
     if args.json:
-        print(json.dumps(document, indent=2))
+        out(json.dumps(document, indent=2))
     return 0
 
 

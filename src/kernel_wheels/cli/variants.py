@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import Commands, add_command, add_source_options, filters, network, print_table
+from .common import Commands, add_command, add_source_options, filters, network, out, print_table
 
 
 def register(commands: Commands) -> argparse.ArgumentParser:
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
                          progress=args.progress)
     found = list_variants(source, request, chosen)
     if args.json:
-        print(json.dumps(found.to_dict(), indent=2))
+        out(json.dumps(found.to_dict(), indent=2))
         return 0
     if found.revision.commit:
         args.progress(f"{found.source} at {found.revision.ref} ({found.revision.commit})")

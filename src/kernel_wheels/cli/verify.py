@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .common import Commands, add_command, add_policy, policy
+from .common import Commands, add_command, add_policy, out, policy
 
 EPILOG = """\
 examples:
@@ -53,17 +53,17 @@ def run(args: argparse.Namespace) -> int:
 
         results = verify_wheels(wheels_under(args.paths), chosen)
     if args.json:
-        print(json.dumps([result.to_dict() for result in results], indent=2))
+        out(json.dumps([result.to_dict() for result in results], indent=2))
     else:
         for result in results:
             found = result.verification
             if not result.passed:
-                print(f"FAIL {result.target}: {result.failures[0]}")
+                out(f"FAIL {result.target}: {result.failures[0]}")
             elif found is not None and found.signed:
-                print(f"PASS {result.target}: signed by {found.identity} ({found.issuer}), "
+                out(f"PASS {result.target}: signed by {found.identity} ({found.issuer}), "
                       f"transparency log entry {found.log_index}")
             else:
-                print(f"PASS {result.target}: unsigned (no metadata.json.sigstore)")
+                out(f"PASS {result.target}: unsigned (no metadata.json.sigstore)")
     failed = sum(not result.passed for result in results)
     args.progress(f"{len(results) - failed} of {len(results)} verified")
     return 1 if failed else 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import Commands, add_command, add_source_options, network, print_table
+from .common import Commands, add_command, add_source_options, network, out, print_table
 
 
 def register(commands: Commands) -> argparse.ArgumentParser:
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
                          progress=args.progress)
     versions = list_versions(source)
     if args.json:
-        print(json.dumps({"source": source.display, "versions": [v.to_dict() for v in versions]},
+        out(json.dumps({"source": source.display, "versions": [v.to_dict() for v in versions]},
                          indent=2))
         return 0
     if not versions:

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .common import Commands, add_command, writable_folder
+from .common import Commands, add_command, out, writable_folder
 
 EPILOG = """\
 examples:
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         args.progress(f"{change.project} {change.version} is now {state}"
                       + (f" ({change.reason})" if change.yanked and change.reason else ""))
     if args.json:
-        print(json.dumps({"project": change.project, "version": change.version,
+        out(json.dumps({"project": change.project, "version": change.version,
                           "yanked": change.yanked, "reason": change.reason,
                           "changed": change.changed, "site": result.to_dict()}, indent=2))
     return 0

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import json
 import os
 import shutil
 import tempfile
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from ..errors import OutputError, OutputExistsError, UsageError
 from ..kernel.digest import file_sha256
+from ..reading import parse_json
 
 STAGING_PREFIX = ".kernel-wheels-"
 _LOCK = ".lock"
@@ -184,8 +184,8 @@ def _commit_of(wheel: Path) -> str | None:
             name = next((n for n in zf.namelist() if n.endswith(".dist-info/kernel_wheels.json")), None)
             if name is None:
                 return None
-            commit = json.loads(zf.read(name)).get("commit")
-    except (OSError, zipfile.BadZipFile, json.JSONDecodeError, AttributeError):
+            commit = parse_json(zf.read(name)).get("commit")
+    except (OSError, zipfile.BadZipFile, ValueError, AttributeError):
         return None
     return commit if isinstance(commit, str) else None
 

@@ -35,6 +35,7 @@ from ..kernel.versions import RequestKind, VersionRequest, wheel_version
 from ..progress import as_progress
 from ..provenance import Policy, Verification, verify_files
 from ..provenance.verify import BUNDLE, MAX_BUNDLE, SignedDigest, signed_digest
+from ..reading import open_regular, read_regular
 from ..sources import FetchedVariant, KernelSource
 from ..wheel import compression
 from ..wheel.plan import TagOptions, check_distribution_name
@@ -235,11 +236,12 @@ class _Conversion:
                 raise ArrivalCancelled(f"build/{variant.name}/{BUNDLE} did not arrive")
             bundle_path = arriving.final
         meta_path = fetched.path / "metadata.json"
-        metadata = meta_path.read_bytes() if meta_path.is_file() else None
+        metadata = read_regular(meta_path, "metadata.json", MetadataError) \
+            if meta_path.is_file() else None
         bundle = None
         if bundle_path.is_file():
             # Never more than a bundle's size read (a hostile source's huge file is refused).
-            with bundle_path.open("rb") as stream:
+            with open_regular(bundle_path, BUNDLE, MetadataError, None) as stream:
                 bundle = stream.read(MAX_BUNDLE + 1)
         publisher, recorded, now = self.publisher
         # Named by what is the same for everyone converting it (the Hub repository its

@@ -30,14 +30,18 @@ from ..errors import (
     UsageError,
 )
 from ..network import MAX_RETRY_AFTER, NetworkSettings, origin
+from ..paging import LISTING_SECONDS, Bounds, Step, follow
 from ..progress import counted
+from ..reading import NestingError, parse_json
 from ..redaction import one_line, strip_userinfo
 from . import session
 from .failures import Failure, Kind, judge, unusable
 
 T = TypeVar("T")
-#: Pages of one listing (the Hub gives 1,000 entries a page).
+#: Pages of one listing (the Hub gives up to 1,000 entries a page), their entries, and
+#: the time the whole listing may take.
 MAX_PAGES = 1000
+LISTING_BOUNDS = Bounds(pages=MAX_PAGES, items=200_000, seconds=LISTING_SECONDS)
 #: Makes the error for "not found" answers, in place of the general one.
 Missing = Callable[[], SourceError]
 
@@ -168,35 +172,34 @@ class HubClient:
         """The pages of the Hub listing at ``path`` (``/api/...``), as JSON. Read here
         rather than through huggingface_hub's ``paginate``, which follows a page's
         ``Link: next`` to any URL, forever: the next page must be on the endpoint's own
-        origin, and there are at most ``MAX_PAGES`` of them. ``retry``: each page is
-        asked again on a transient failure (:meth:`retried`); leave it off where the whole
-        listing is already one :meth:`call`, which tries it again itself."""
+        origin, and the listing is bounded in pages, entries and time
+        (:data:`LISTING_BOUNDS`, :func:`kernel_wheels.paging.follow`). ``retry``: each page
+        is asked again on a transient failure (:meth:`retried`); leave it off where the
+        whole listing is already one :meth:`call`, which tries it again itself."""
         from huggingface_hub import get_session, hf_raise_for_status
 
-        def page_at(url: str, params: dict[str, Any] | None) -> Any:
-            response = get_session().get(url, params=params, headers=session.headers())
+        def get(url: str) -> Any:
+            response = get_session().get(url, params=params if url == first else None,
+                                         headers=session.headers())
             hf_raise_for_status(response)
             return response
 
-        next_url: str | None = f"{self.endpoint.rstrip('/')}{path}"
-        for _page in range(MAX_PAGES):
-            assert next_url is not None
-            ask = partial(page_at, next_url, params)
-            response = self.retried(where, ask) if retry else ask()
+        def fetch(url: str) -> Step[Any, str]:
+            response = self.retried(where, partial(get, url)) if retry else get(url)
             try:
-                page = response.json()
-            except RecursionError:  # JSON nested deeper than Python's parser recurses
+                page = parse_json(response.content)
+            except NestingError:  # the parser would recurse past Python's limit
                 raise UnexpectedAnswerError(f"{where}: a page of the listing of {what} is nested too "
                                             "deeply to be a Hub answer") from None
-            yield page
-            next_url, params = response.links.get("next", {}).get("url"), None
-            if next_url is None:
-                return
-            if origin(next_url) != origin(self.endpoint):
+            next_url = response.links.get("next", {}).get("url")
+            if next_url is not None and origin(next_url) != origin(self.endpoint):
                 raise UnexpectedAnswerError(f"{where}: the listing's next page is on another host "
                                             f"({shown(next_url, 80)}); refusing to follow it")
-        raise UnexpectedAnswerError(f"{where}: the listing of {what} goes on "
-                                    f"for more than {MAX_PAGES} pages")
+            return Step(page, len(page) if isinstance(page, list) else 1, next_url)
+
+        first = f"{self.endpoint.rstrip('/')}{path}"
+        yield from follow(first, fetch, LISTING_BOUNDS, f"{where}: the listing of {what}",
+                          UnexpectedAnswerError)
 
     def publisher_flag(self, organisation: str) -> bool | None:
         """The Hub's ``trustedKernelPublisher`` flag of an organisation, asked as the

@@ -33,6 +33,7 @@ from ..confine import commit_id, file_name, inside, ref_name, shown
 from ..errors import SourceError
 from ..kernel.arrival import Arrival
 from ..progress import readable_size
+from ..reading import read_text
 
 LANDING = 1 << 20
 
@@ -124,7 +125,7 @@ class HubCacheRepo:
         where = f"{self.folder.name}: ref {shown(ref, 64)}"
         target = inside(self.folder / "refs", ref_name(ref, where), where)
         commit_id(commit, where)
-        if target.is_file() and target.read_text().strip() == commit:
+        if target.is_file() and read_text(target, where, SourceError, 4096).strip() == commit:
             return
         target.parent.mkdir(parents=True, exist_ok=True)
         temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")

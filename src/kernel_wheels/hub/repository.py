@@ -21,6 +21,7 @@ from ..confine import commit_id
 from ..errors import RepoNotFoundError, RevisionNotFoundError, SourceError
 from ..kernel.arrival import Arrival
 from ..kernel.versions import describe_versions, tag_version
+from ..reading import read_text
 from . import answers, session
 from .client import HubClient, Missing
 from .files import HubCacheRepo, RemoteFile
@@ -77,8 +78,8 @@ class HubRepository:
             refs_dir = self._cache_folder(repo_type) / "refs"
             if refs_dir.is_dir():
                 self.repo_type = repo_type
-                refs = {name: commit_id(p.read_text().strip(), f"{self.repo_id}: ref {name} "
-                                                                  "in the HF cache")
+                refs = {name: commit_id(read_text(p, "a ref in the HF cache", SourceError, 4096).strip(),
+                                        f"{self.repo_id}: ref {name} in the HF cache")
                         for p in refs_dir.rglob("*") if p.is_file()
                         and not (name := p.relative_to(refs_dir).as_posix()).startswith(".")}
                 tags = {k: v for k, v in refs.items() if re.fullmatch(r"v\d+(\.\d+)+", k)}

@@ -24,6 +24,7 @@ from ..errors import IndexConflictError, UsageError
 from ..kernel.digest import file_sha256
 from ..kernel.gpu_archs import GpuCode
 from ..provenance.record import VERIFIED_FILE, Verification
+from ..reading import open_regular, read_regular
 from ..wheel.gpu_record import GPU_RECORD, MAX_RECORD, gpu_code_from, read_gpu_record
 from ..wheel.variant_label import split_variant_label
 
@@ -82,14 +83,15 @@ def _read_and_copy(path: Path, copy_to: Path | None) -> tuple[str, int, zipfile.
     in the same pass."""
     size = path.stat().st_size
     if size <= _IN_MEMORY:
-        content = path.read_bytes()
+        # A FIFO or device in a wheel's place: a ValueError (one line), never a hang.
+        content = read_regular(path, "the wheel", ValueError, _IN_MEMORY)
         if copy_to is not None:
             copy_to.write_bytes(content)
         return hashlib.sha256(content).hexdigest(), len(content), \
             zipfile.ZipFile(io.BytesIO(content))
     digest = hashlib.sha256()
     size = 0
-    with path.open("rb") as stream, \
+    with open_regular(path, "the wheel", ValueError, None) as stream, \
             (copy_to.open("wb") if copy_to is not None else io.BytesIO()) as out:
         while chunk := stream.read(_CHUNK):
             digest.update(chunk)

@@ -46,7 +46,7 @@ from ..index.targets import KernelWheel, Target, parse_kernel_wheel, preference,
 from ..index.wheelfacts import read_facts
 from ..progress import Progress, as_progress
 from ..provenance import Policy
-from ..redaction import redact, strip_userinfo
+from ..redaction import quoted, redact, strip_userinfo
 from ..remote.find_links import LocalLinks, PageLinks, open_links
 from ..remote.index_settings import IndexSettings
 from ..remote.simple_client import IndexFile, SimpleClient
@@ -93,8 +93,8 @@ def parse_requirement(text: str) -> Requirement:
     try:
         requirement = Requirement(text)
     except InvalidRequirement as exc:
-        raise UsageError(f"'{text}' is not a requirement like img2gray or img2gray==1.1.2: "
-                         f"{exc}") from None
+        raise UsageError(f"'{quoted(text)}' is not a requirement like img2gray or img2gray==1.1.2: "
+                         f"{quoted(str(exc))}") from None
     if requirement.url:
         raise UsageError("give a project name and version, not a URL (pip installs URLs)")
     return requirement

@@ -11,7 +11,6 @@ XPU, else CPU). The import guard inside arch wheels carries its own copy of this
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -28,6 +27,7 @@ from packaging.version import InvalidVersion, Version
 from ..errors import EnvironmentProbeError, UsageError
 from ..index.targets import Target, parse_target_key
 from ..kernel.gpu_archs import parse_amd_target
+from ..reading import parse_json
 from . import probe
 
 
@@ -267,7 +267,7 @@ def run_probe(python: Path, code: str, doing: str, timeout: float, *, cwd: Path 
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise EnvironmentProbeError(f"cannot {doing} {python}: {last}")
     try:
-        return json.loads(lines[-1])
+        return parse_json(lines[-1])
     except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser recurses
         raise EnvironmentProbeError(f"unexpected answer from the Python at {python}") from None
 

@@ -5,13 +5,13 @@ carried (``<dist-info>/kernel_wheels.verified.json``) against what verifies now.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 
 from ..checks.provenance import ProvenanceResult
 from ..errors import ProvenanceError
 from ..provenance import VERIFIED_FILE, Policy, Verification, enforce, verify_variant_folder
+from ..reading import read_json, read_text
 from .installed import InstalledKernel, installed_kernels
 
 
@@ -22,10 +22,10 @@ def _record(kernel: InstalledKernel) -> Verification | None:
     folder = f"{kernel.path.parent.name}/{kernel.path.name}"
     for dist_info in sorted(site.glob("*.dist-info")):
         try:
-            record = json.loads((dist_info / "kernel_wheels.json").read_text("utf-8"))
+            record = read_json(dist_info / "kernel_wheels.json", "a record", ValueError)
             if not isinstance(record, dict) or record.get("variant_folder") != folder:
                 continue
-            return Verification.from_text((dist_info / VERIFIED_FILE).read_text("utf-8"))
+            return Verification.from_text(read_text(dist_info / VERIFIED_FILE, "a record", ValueError))
         except (OSError, ValueError):
             continue
     return None

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..confine import shown
 from ..errors import UsageError
+from ..reading import read_text
+from ..redaction import quoted
 
 
 def read_requirements(path: Path, _seen: tuple[Path, ...] = ()) -> list[str]:
     """The requirements of ``path`` (and of the files it includes with ``-r``), in order."""
     try:
-        text = path.read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise UsageError(f"-r {path}: cannot read it ({why})") from None
+        text = read_text(path, "-r", UsageError)
+    except OSError as exc:
+        raise UsageError(f"-r {path}: cannot read it ({exc.strerror or exc})") from None
     found: list[str] = []
     logical, first = "", 0
     for number, raw in enumerate(text.splitlines(), 1):
@@ -42,14 +42,14 @@ def _line(path: Path, number: int, line: str, seen: tuple[Path, ...]) -> list[st
     if line.startswith(("-r ", "--requirement ", "-r\t")):
         included = (path.parent / line.split(None, 1)[1].strip()).resolve()
         if included in seen or included == path.resolve():
-            raise UsageError(f"{where}: {included} includes itself")
+            raise UsageError(f"{where}: {quoted(str(included))} includes itself")
         return read_requirements(included, (*seen, path.resolve()))
     if line.startswith("-"):
-        option = line.split()[0]
+        option = quoted(line.split()[0], 60)
         raise UsageError(f"{where}: {option} is pip's option, which kernel-wheels install does "
                          "not take from a requirements file: give it on the command line "
                          "(indexes: -i/--extra-index-url/-f) or leave it out")
     if "://" in line or line.startswith((".", "/")):
-        raise UsageError(f"{where}: {shown(repr(line))} is a URL or path; give kernels by name "
+        raise UsageError(f"{where}: '{quoted(line)}' is a URL or path; give kernels by name "
                          "and version")
     return [line]

@@ -34,6 +34,7 @@ from packaging.utils import canonicalize_name
 from .. import data
 from ..confine import read_regular, shown
 from ..errors import MetadataError
+from ..reading import NestingError, parse_json
 from .build_provenance import BuildProvenance, read_build_provenance
 from .repo_id import is_repo_id
 
@@ -108,11 +109,11 @@ def read_kernel_metadata(path: Path | None) -> KernelMetadata:
     where = f"{path.parent.name}/metadata.json"
     try:
         # A regular file of bounded size, like every file of outside data.
-        raw = json.loads(read_regular(path, f"{path.parent.name}'s metadata file", MetadataError)
+        raw = parse_json(read_regular(path, f"{path.parent.name}'s metadata file", MetadataError)
                          .decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise MetadataError(f"{where} is not valid JSON: {exc}") from None
-    except RecursionError:
+    except NestingError:  # nested past MAX_DEPTH, refused before the parser recursed
         raise MetadataError(f"{where} is nested too deeply") from None
     if not isinstance(raw, dict):
         raise MetadataError(f"{where} is not a JSON object")

@@ -18,7 +18,6 @@ problem is one line naming the file and the entry.
 
 from __future__ import annotations
 
-import json
 import re
 import tomllib
 from collections.abc import Mapping
@@ -29,6 +28,7 @@ from typing import Any
 from ..confine import commit_id, file_name, read_regular, shown
 from ..errors import LockError, UnsafeNameError
 from ..kernel.repo_id import is_repo_id
+from ..reading import NestingError, parse_json, parse_toml
 
 LOCK_FILE = "kernels.lock"
 PROJECT_FILE = "pyproject.toml"
@@ -68,7 +68,7 @@ def read_lock(path: Path) -> KernelsLock:
 def _read_lock_file(path: Path) -> KernelsLock:
     try:
         # A regular file of bounded size: a FIFO would hang the read, /dev/zero never end it.
-        raw = json.loads(read_regular(path, "the lock", LockError, MAX_LOCK_SIZE))
+        raw = parse_json(read_regular(path, "the lock", LockError, MAX_LOCK_SIZE))
     except FileNotFoundError:
         raise LockError(f"{path} does not exist (make it with: kernels lock {path.parent})") from None
     except OSError as exc:
@@ -157,7 +157,7 @@ def _variants(value: Any, where: str) -> dict[str, str]:
 def _refuse_unlocked(project: Path, lock: KernelsLock) -> None:
     """Every kernel ``[tool.kernels.dependencies]`` names must be locked."""
     try:
-        config = tomllib.loads(read_regular(project, "the project file", LockError).decode("utf-8"))
+        config = parse_toml(read_regular(project, "the project file", LockError).decode("utf-8"))
     except FileNotFoundError:
         raise LockError(f"{project} does not exist: give the kernels.lock file itself, or a "
                         "project folder holding pyproject.toml and kernels.lock") from None
@@ -165,7 +165,7 @@ def _refuse_unlocked(project: Path, lock: KernelsLock) -> None:
         raise LockError(f"cannot read {project}: {shown(exc.strerror or str(exc), 100)}") from None
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise LockError(f"cannot read {project}: {shown(str(exc), 100)}") from None
-    except RecursionError:  # arrays nested deeper than tomllib recurses
+    except NestingError:  # nested past MAX_DEPTH, refused before the parser recursed
         raise LockError(f"cannot read {project}: it is nested too deeply to be a project file") from None
     tool = config.get("tool", {})
     kernels = tool.get("kernels", {}) if isinstance(tool, dict) else None

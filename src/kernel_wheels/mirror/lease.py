@@ -37,6 +37,7 @@ from types import TracebackType
 
 from ..errors import DistributionError
 from ..processes import alive
+from ..reading import parse_json
 from .store import Destination
 
 LEASE_KEY = ".kernel-wheels/mirror/lease"
@@ -62,7 +63,7 @@ def _holder(raw: bytes) -> dict[str, object]:
     """A lease's (or marker's) fields; empty for anything no run wrote (not JSON, not an
     object, nested too deeply for the parser)."""
     try:
-        holder = json.loads(raw)
+        holder = parse_json(raw)
     except (ValueError, RecursionError):
         return {}
     return holder if isinstance(holder, dict) else {}

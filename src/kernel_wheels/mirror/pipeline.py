@@ -142,10 +142,11 @@ def open_target(to: str, state: str | None, options: MirrorOptions, network: Net
     assert state is not None
     store = with_faults(open_destination(state, "--state", network))
     from ..remote.credentials import resolve_repository  # only a run that uploads loads them
-    from ..remote.transport import index_timeout
 
     repository = resolve_repository(repository_url=to, interactive=None if prompt else False)
-    return store, ServerUploads(repository, timeout=index_timeout())
+    # The run's own --timeout (issue #39: the uploads took the index default, 60 s, and
+    # a stalled server's message named it under --timeout 10).
+    return store, ServerUploads(repository, timeout=network.timeout)
 
 
 def mirror(listings: Sequence[RepoListing], store: Destination, options: MirrorOptions | None = None, *,

@@ -40,8 +40,8 @@ class _Body:
     ``read(amt)`` for an object's body), its bytes as they came (no decoding: the
     length and checksums botocore verifies are of these)."""
 
-    def __init__(self, response: httpx2.Response) -> None:
-        self._response = response
+    def __init__(self, response: httpx2.Response, pace: Pace) -> None:
+        self._response, self._pace = response, pace
         self._chunks: Iterator[bytes] = response.iter_raw(_CHUNK)
         self._buffer = b""
         self._done = False
@@ -55,7 +55,7 @@ class _Body:
             return b""
         except httpx2.HTTPError as exc:
             self.close()
-            raise _botocore_error(exc, str(self._response.request.url)) from None
+            raise _botocore_error(exc, str(self._response.request.url), self._pace) from None
 
     def stream(self, amt: int = _CHUNK, decode_content: bool = False) -> Iterator[bytes]:
         size = 0
@@ -85,11 +85,12 @@ class _Body:
         self._response.close()
 
 
-def _botocore_error(exc: httpx2.HTTPError, url: str) -> Exception:
-    """botocore's exception for a transport failure (which its retries know)."""
+def _botocore_error(exc: httpx2.HTTPError, url: str, pace: Pace) -> Exception:
+    """botocore's exception for a transport failure (which its retries know), its
+    reason naming the run's own timeout (``pace``)."""
     from botocore import exceptions
 
-    reason = describe_http_error(exc)
+    reason = describe_http_error(exc, pace)
     kind: Any = exceptions.ConnectionClosedError  # botocore is untyped here
     if isinstance(exc, httpx2.ConnectTimeout):
         kind = exceptions.ConnectTimeoutError
@@ -143,9 +144,9 @@ class PacedSender:
                                         content=_content(request.body))
             response = client.send(sent, stream=True)
         except httpx2.HTTPError as exc:
-            raise _botocore_error(exc, request.url) from None
+            raise _botocore_error(exc, request.url, self.pace) from None
         return AWSResponse(request.url, response.status_code, dict(response.headers.items()),
-                           _Body(response))
+                           _Body(response, self.pace))
 
 
 def pace_client(client: Any, network: NetworkSettings) -> Any:

@@ -37,6 +37,7 @@ from packaging.utils import canonicalize_name
 from ..confine import commit_id, file_name, shown
 from ..errors import DistributionError, UnsafeNameError, UsageError
 from ..kernel.repo_id import check_repo_id, is_repo_id
+from ..reading import parse_json
 from ..site.pages import FILES
 from .store import Destination
 
@@ -77,7 +78,7 @@ def read_json(raw: bytes, where: str, remedy: str) -> Any:
     """A record's JSON: anything that is not JSON (bad UTF-8, nesting that exhausts the
     parser) is one line naming the record and what to do."""
     try:
-        return json.loads(raw)
+        return parse_json(raw)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, nesting
         reason = "nested too deeply" if isinstance(exc, RecursionError) else shown(str(exc), 80)
         raise DistributionError(f"{where} is not JSON ({reason}); {remedy}") from None

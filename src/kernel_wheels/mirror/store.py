@@ -7,9 +7,10 @@ atomic by itself. ``put(..., if_absent=True)`` is the one conditional write the 
 needs: ``O_EXCL``-like (a hard link) for a folder, ``If-None-Match: *`` for S3.
 
 A store is not trusted to be sane: an object read is refused above :data:`MAX_OBJECT`
-bytes (declared or read), a listing above :data:`MAX_LIST_PAGES` pages or whose
-continuation token comes back is refused, and every S3 request has ``--timeout`` and the
-minimum rate (:mod:`.s3http`) and ``--retries``; each failure is one line.
+bytes (declared or read), a listing above :data:`MAX_LIST_PAGES` pages, a million keys
+or a quarter of an hour, or whose continuation token comes back, is refused
+(:mod:`kernel_wheels.paging`), and every S3 request has ``--timeout`` and the minimum
+rate (:mod:`.s3http`) and ``--retries``; each failure is one line.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from urllib.parse import urlsplit
 from ..confine import inside
 from ..errors import DistributionError, UsageError
 from ..network import NetworkSettings
+from ..paging import LISTING_SECONDS, Bounds, Step, follow
 from ..processes import alive
 from ..redaction import one_line
 
@@ -35,8 +37,12 @@ _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 #: The largest object a mirror reads (records, pages, the lease): far above what
 #: 100,000 wheels give, far below what would exhaust a machine's memory.
 MAX_OBJECT = 256 << 20
-#: The most pages (of up to 1,000 keys) a listing may take: 100 million keys.
-MAX_LIST_PAGES = 100_000
+#: The most pages (of up to 1,000 keys) a listing may take, and keys: a million keys,
+#: four times what a mirror of 100,000 wheels holds. A store that always answers
+#: "truncated" with a new token is refused after 1,000 requests (about a minute), not
+#: 100,000 (an hour and a half, silent).
+MAX_LIST_PAGES = 1_000
+LIST_BOUNDS = Bounds(pages=MAX_LIST_PAGES, items=1_000_000, seconds=LISTING_SECONDS)
 _READ_CHUNK = 1 << 20
 
 
@@ -343,40 +349,43 @@ class S3Destination:
                                         f"({error.get('Code')})")
 
     def keys(self, prefix: str) -> Iterator[str]:
-        """Page by page; a continuation token seen before (a listing that would never
-        end), a truncated page without one, or more than :data:`MAX_LIST_PAGES` pages is
-        refused."""
+        """Page by page, bounded (:data:`LIST_BOUNDS`, :func:`kernel_wheels.paging.follow`):
+        a continuation token seen before (a listing that would never end), a truncated
+        page without one, more than :data:`MAX_LIST_PAGES` pages or a million keys, or a
+        listing longer than a quarter of an hour is refused."""
         strip = len(self._key(""))
         asked = self._key(prefix)
         where = prefix or "/"
         seen: set[str] = set()
-        token: str | None = None
-        for _page in range(MAX_LIST_PAGES):
+
+        def fetch(token: str | None) -> Step[Any, str | None]:
             extra = {"ContinuationToken": token} if token is not None else {}
             try:
-                page = self.client.list_objects_v2(Bucket=self.bucket, Prefix=self._key(prefix),
-                                                   **extra)
+                page = self.client.list_objects_v2(Bucket=self.bucket, Prefix=asked, **extra)
             except Exception as exc:
                 raise self._failed("listing", where, exc) from None
-            for item in page.get("Contents", ()):
+            contents = page.get("Contents", ())
+            if not page.get("IsTruncated"):
+                return Step(contents, len(contents), None)
+            following = page.get("NextContinuationToken")
+            if not isinstance(following, str) or not following:
+                raise DistributionError(f"{self.description}: listing {where} failed (a truncated "
+                                        "page without a continuation token)")
+            if following in seen:
+                raise DistributionError(f"{self.description}: listing {where} failed (the store "
+                                        "gave a continuation token again: the listing would "
+                                        "never end)")
+            seen.add(following)
+            return Step(contents, len(contents), following)
+
+        for contents in follow(None, fetch, LIST_BOUNDS, f"{self.description}: listing {where}",
+                               DistributionError):
+            for item in contents:
                 key = item.get("Key") if isinstance(item, dict) else None
                 # Only keys under what was asked: a store that lists others names
                 # objects the mirror does not own (and must never delete).
                 if isinstance(key, str) and key.startswith(asked) and len(key) > strip:
                     yield key[strip:]
-            if not page.get("IsTruncated"):
-                return
-            token = page.get("NextContinuationToken")
-            if not isinstance(token, str) or not token:
-                raise DistributionError(f"{self.description}: listing {where} failed (a truncated "
-                                        "page without a continuation token)")
-            if token in seen:
-                raise DistributionError(f"{self.description}: listing {where} failed (the store "
-                                        "gave a continuation token again: the listing would "
-                                        "never end)")
-            seen.add(token)
-        raise DistributionError(f"{self.description}: listing {where} failed (more than "
-                                f"{MAX_LIST_PAGES} pages)")
 
 
 def _content_type(key: str) -> str:

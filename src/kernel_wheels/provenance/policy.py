@@ -10,13 +10,13 @@ matches it.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..confine import shown
 from ..errors import UsageError
+from ..reading import not_a_file, parse_toml, read_text
 
 if TYPE_CHECKING:
     from sigstore.verify.policy import VerificationPolicy
@@ -134,10 +134,10 @@ def load_policy_file(path: Path) -> Policy:
         require-clean = true
     """
     try:
-        raw = tomllib.loads(path.read_text("utf-8"))
+        raw = parse_toml(read_text(path, "the policy file", UsageError))
     except OSError as exc:
         raise UsageError(f"cannot read the policy file {path}: {exc.strerror or exc}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # not TOML, or nested too deeply
         raise UsageError(f"the policy file {path} is not valid TOML: {shown(str(exc))}") from None
     unknown = sorted(set(raw) - _FILE_KEYS)
     if unknown:
@@ -209,11 +209,12 @@ class PolicyOptions:
         not a file (given, or named by the file) is a usage error."""
         base = load_policy_file(self.policy_file) if self.policy_file is not None else None
         if self.trusted_root is not None and not self.trusted_root.is_file():
-            raise UsageError(f"--trusted-root {self.trusted_root}: no such file")
+            raise UsageError(f"--trusted-root {self.trusted_root}: {not_a_file(self.trusted_root)}")
         found = combined(base, signers=tuple(parse_signer(s) for s in self.signers),
                          trusted_root=self.trusted_root, require_signature=self.require_signature,
                          require_trusted_publisher=self.require_trusted_publisher,
                          trust_remote_code=self.trust_remote_code, require_clean=self.require_clean)
         if found.trusted_root is not None and not found.trusted_root.is_file():
-            raise UsageError(f"the policy file's trusted-root {found.trusted_root}: no such file")
+            raise UsageError(f"the policy file's trusted-root {found.trusted_root}: "
+                             f"{not_a_file(found.trusted_root)}")
         return found

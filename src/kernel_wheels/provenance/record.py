@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..kernel.build_provenance import read_build_provenance
+from ..reading import parse_json
 
 VERIFIED_FILE = "kernel_wheels.verified.json"
 #: The shape of the file; readers refuse another.
@@ -109,8 +110,8 @@ class Verification:
     def from_text(cls, text: str) -> Verification | None:
         """The record read back from a wheel; None if it is not one of ours."""
         try:
-            raw = json.loads(text)
-        except json.JSONDecodeError:
+            raw = parse_json(text)
+        except ValueError:
             return None
         if not isinstance(raw, dict) or raw.get("format") != FORMAT:
             return None

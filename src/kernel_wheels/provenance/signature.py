@@ -19,12 +19,12 @@ them is read (as ``kernels`` does: a forged file never reaches the JSON parser).
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from ..reading import parse_json, read_regular
 from ..redaction import one_line
 from .policy import Policy
 
@@ -69,7 +69,7 @@ def _root_bytes(policy: Policy) -> tuple[bytes, str]:
                 "give --trusted-root FILE (docs/provenance.md)")
         return data, PRODUCTION_ROOT
     try:
-        data = policy.trusted_root.read_bytes()
+        data = read_regular(policy.trusted_root, "the trusted root", SignatureRefused)
     except OSError as exc:
         raise SignatureRefused(f"cannot read the trusted root {policy.trusted_root}: "
                                f"{exc.strerror or exc}") from None
@@ -80,7 +80,7 @@ def _root_bytes(policy: Policy) -> tuple[bytes, str]:
 def has_rekor_v2(root: bytes) -> bool:
     """Whether a trusted root (JSON) lists the production Rekor v2 log, by its key id."""
     try:
-        tlogs = json.loads(root).get("tlogs")
+        tlogs = parse_json(root).get("tlogs")
     except (ValueError, AttributeError, RecursionError):
         return False
     return isinstance(tlogs, list) and any(
@@ -125,7 +125,7 @@ def verify_bundle(metadata: bytes, bundle: bytes, policy: Policy) -> Signed:
         raise SignatureRefused(f"the signature does not verify: {one_line(str(exc), limit=160)}") \
             from None
     identity, issuer = _signer(parsed.signing_certificate)
-    entry = json.loads(parsed.to_json())["verificationMaterial"]["tlogEntries"][0]
+    entry = parse_json(parsed.to_json())["verificationMaterial"]["tlogEntries"][0]
     return Signed(identity, issuer, _int(entry.get("logIndex")), _int(entry.get("integratedTime")),
                   root_name)
 

@@ -13,7 +13,6 @@ Refused by policy: no bundle (``require_signature``), an untrusted publisher
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
@@ -22,6 +21,7 @@ from pathlib import Path
 from ..confine import shown
 from ..errors import MetadataError, ProvenanceError
 from ..kernel.digest import algorithms, digest_folder
+from ..reading import parse_json, read_regular
 from .policy import Policy
 from .record import BuildFacts, Verification
 from .signature import SignatureRefused, verify_bundle
@@ -87,8 +87,8 @@ def signed_digest(kernel: str, variant: str, metadata: bytes) -> SignedDigest:
     """The digest of a metadata.json whose signature verified: its algorithm (one of
     kernels-data's, sha256 or sha512) and ``(relpath, base64 hash)`` of every file."""
     try:
-        raw = json.loads(metadata)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        raw = parse_json(metadata)
+    except (ValueError, RecursionError):
         raise _refuse(kernel, variant, "the signed metadata.json is not valid JSON") from None
     digest = raw.get("digest") if isinstance(raw, dict) else None
     if not isinstance(digest, dict):
@@ -154,7 +154,7 @@ def _read(path: Path, kernel: str, variant: str) -> bytes | None:
         if path.name == BUNDLE and path.stat().st_size > MAX_BUNDLE:
             raise _refuse(kernel, variant, f"{BUNDLE} is {path.stat().st_size} bytes, not a "
                                            f"Sigstore bundle (at most {MAX_BUNDLE})")
-        return path.read_bytes()
+        return read_regular(path, path.name, lambda why: _refuse(kernel, variant, why))
     except OSError as exc:
         raise _refuse(kernel, variant, f"cannot read {path.name}: {exc.strerror or exc}") from None
 
@@ -169,8 +169,8 @@ def _build(kernel: str, variant: str, metadata: bytes | None) -> BuildFacts:
     if metadata is None:
         return BuildFacts()
     try:
-        raw = json.loads(metadata)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        raw = parse_json(metadata)
+    except (ValueError, RecursionError):
         return BuildFacts()  # the metadata reader says why, in its own words
     try:
         return BuildFacts.from_metadata(raw) if isinstance(raw, dict) else BuildFacts()

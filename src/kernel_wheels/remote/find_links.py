@@ -15,6 +15,7 @@ from urllib.request import url2pathname
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from ..errors import IndexServerError
+from ..reading import open_regular
 from ..redaction import one_line
 from ..wheel.gpu_record import wheel_gpu_code
 from .simple_client import IndexFile, SimpleClient, Sink
@@ -58,7 +59,7 @@ class LocalLinks:
         path = Path(url2pathname(urlsplit(url).path))
         if path.parent != self.folder.resolve():
             raise IndexServerError(f"{self.show(url)} is not in --find-links {self.display}")
-        with path.open("rb") as stream:
+        with open_regular(path, "--find-links file", IndexServerError, limit) as stream:
             while chunk := stream.read(1 << 20):
                 sink(chunk)
 

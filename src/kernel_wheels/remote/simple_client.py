@@ -11,7 +11,6 @@ line before anything else sees it, and every failure is one typed, one-line erro
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -24,10 +23,15 @@ from packaging.utils import canonicalize_name
 from ..errors import IndexServerError, UsageError
 from ..index.simple import GPU_CODE_KEY, JSON_TYPE
 from ..kernel.gpu_archs import GpuCode
+from ..paging import at_most
+from ..reading import open_regular, read_regular
+from ..reading import parse_json as parse_json_text
 from ..redaction import one_line, split_credentials, strip_userinfo, untrusted_line
 from ..wheel.gpu_record import gpu_code_from
-from .transport import DEFAULT_TIMEOUT, MAX_FILE, IndexHttp, Login, Pace, Tls
+from .transport import DEFAULT_TIMEOUT, MAX_FILE, MAX_PAGE, IndexHttp, Login, Pace, Tls
 
+#: The most files one project page may list (the page's bytes are bounded by the transport).
+MAX_PAGE_FILES = 100_000
 ACCEPT = f"{JSON_TYPE}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 _SHA256_HEX = frozenset("0123456789abcdef")
 Sink = Callable[[bytes], None]
@@ -120,7 +124,7 @@ def parse_html(page_url: str, text: str, secrets: tuple[str, ...] = ()) -> list[
     base = urljoin(page_url, parser.base) if parser.base else page_url
     clean = _Clean(secrets)
     files = []
-    for attrs, _label in parser.links:
+    for attrs, _label in at_most(parser.links, MAX_PAGE_FILES, "the page", ValueError):
         href = attrs.get("href")
         if not href:
             continue
@@ -140,13 +144,13 @@ def parse_html(page_url: str, text: str, secrets: tuple[str, ...] = ()) -> list[
 def _json_files(text: str) -> list[dict[str, object]]:
     """The ``files`` of a PEP 691 page, each a dict with a string filename and url;
     ValueError for anything else."""
-    page = json.loads(text)
+    page = parse_json_text(text)
     if not isinstance(page, dict):
         raise ValueError("the JSON is not an object")
     items = page.get("files", [])
     if not isinstance(items, list):
         raise ValueError("'files' is not a list")
-    for item in items:
+    for item in at_most(items, MAX_PAGE_FILES, "the page", ValueError):
         if not (isinstance(item, dict) and isinstance(item.get("filename"), str)
                 and isinstance(item.get("url"), str)):
             raise ValueError("a file entry has no 'filename' and 'url' strings")
@@ -263,7 +267,7 @@ class SimpleClient:
         path = Path(url2pathname(urlsplit(url).path))
         size = 0
         try:
-            with path.open("rb") as stream:
+            with open_regular(path, "the index's file", IndexServerError, None) as stream:
                 while chunk := stream.read(1 << 20):
                     size += len(chunk)
                     if size > limit:
@@ -281,4 +285,10 @@ class SimpleClient:
             if not folder.parent.is_dir():
                 raise IndexServerError(f"{self.display} is not a folder")
             return None
-        return self._parsed(url, page.read_text(encoding="utf-8", errors="replace"))
+        try:
+            text = read_regular(page, "the index page", IndexServerError, MAX_PAGE).decode(
+                "utf-8", "replace")
+        except OSError as exc:
+            raise IndexServerError(f"cannot read {self.show(str(page))}: "
+                                   f"{exc.strerror or type(exc).__name__}") from None
+        return self._parsed(url, text)

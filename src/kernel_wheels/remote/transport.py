@@ -331,8 +331,9 @@ class Answer:
     location: str | None
 
 
-def describe_http_error(exc: httpx2.HTTPError, pace: Pace | None = None) -> str:
-    """A short reason for a transport error, without URLs (which could carry secrets)."""
+def describe_http_error(exc: httpx2.HTTPError, pace: Pace) -> str:
+    """A short reason for a transport error, without URLs (which could carry secrets);
+    a timeout names ``pace``'s, the one the request ran under (never a default)."""
     if isinstance(exc, httpx2.ConnectError):
         reason = str(exc).lower()
         if "refused" in reason:
@@ -341,7 +342,7 @@ def describe_http_error(exc: httpx2.HTTPError, pace: Pace | None = None) -> str:
             return "unknown host"
         return "cannot connect"
     if isinstance(exc, httpx2.TimeoutException):
-        return (pace or Pace()).describe()
+        return pace.describe()
     if isinstance(exc, httpx2.UnsupportedProtocol | httpx2.InvalidURL):
         return "not an http(s) URL"
     if isinstance(exc, httpx2.RemoteProtocolError | httpx2.DecodingError):

@@ -46,6 +46,7 @@ from pathlib import Path
 from ..confine import commit_id, file_name, inside
 from ..errors import ServeError, UnsafeNameError
 from ..index.wheelfacts import WheelFacts
+from ..reading import read_json
 from ..site.atomic import SiteLock
 from .logs import EventLog
 
@@ -138,7 +139,7 @@ class WheelCache:
             return facts
         path = _facts_path(self.path(commit, filename))
         try:
-            facts = WheelFacts.from_json(filename, json.loads(path.read_text()))
+            facts = WheelFacts.from_json(filename, read_json(path, "a cache record", ValueError))
         except (OSError, ValueError, TypeError, AssertionError):
             return None
         # They become response headers (ETag) and page hashes: nothing but hex digits.
@@ -177,7 +178,7 @@ class WheelCache:
         """The failure another process recorded, while its back-off window lasts."""
         path = self._named("locks", commit, f"{filename}.failed")
         try:
-            message, upstream, until = json.loads(path.read_text())
+            message, upstream, until = read_json(path, "a cache record", ValueError)
             failure = StoredFailure(str(message).splitlines()[0], bool(upstream), float(until))
         except (OSError, ValueError, TypeError, IndexError):
             return None

@@ -58,6 +58,7 @@ from ..hub.repository import HubRepository
 from ..kernel.variants import parse_variant
 from ..kernel.versions import tag_version
 from ..network import NetworkSettings
+from ..reading import parse_json, read_text
 from ..wheel.plan import TagOptions, plan_wheel
 from .flight import SingleFlight
 from .logs import EventLog
@@ -208,7 +209,7 @@ class KernelListing:
         """The stored listing (this format, or the one before it, without rivals); None
         for another format or kernel. A name in it that could lead outside the cache is
         an :class:`UnsafeNameError`, as it would be from the Hub."""
-        data = json.loads(text)
+        data = parse_json(text)
         if data.get("format") not in _READABLE_FORMATS or data.get("repo") != kernel.repo_id:
             return None
         where = f"the stored listing of {kernel.repo_id}"
@@ -435,7 +436,8 @@ class Catalog:
 
     def _load(self, kernel: Kernel) -> KernelListing | None:
         try:
-            return KernelListing.from_json(kernel, self._path(kernel).read_text())
+            return KernelListing.from_json(kernel, read_text(self._path(kernel), "a cached listing",
+                                                             ListingUnavailableError))
         except KernelWheelsError as exc:  # a hostile name in it, or a link planted for it
             self.events.write("listing-refused", repo=kernel.repo_id, reason=exc.message)
             return None

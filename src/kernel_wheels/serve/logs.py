@@ -24,6 +24,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..redaction import redact
+
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -48,11 +50,12 @@ class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         fields: dict[str, Any] = {"time": _now(), "event": "server", "pid": os.getpid(),
                                   "level": record.levelname.lower(),
-                                  "message": record.getMessage()}
+                                  # a URL's user part masked (JSON escapes the controls)
+                                  "message": redact(record.getMessage(), userinfo="***@")}
         if record.exc_info and record.exc_info[1] is not None:
             error = record.exc_info[1]
             first = str(error).splitlines()[0][:300] if str(error) else ""
-            fields["error"] = f"{type(error).__name__}: {first}"
+            fields["error"] = redact(f"{type(error).__name__}: {first}", userinfo="***@")
         return json.dumps(fields, separators=(",", ":"), default=str)
 
 

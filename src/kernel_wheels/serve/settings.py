@@ -21,6 +21,7 @@ from ..confine import read_regular
 from ..errors import UsageError
 from ..kernel.repo_id import is_repo_id
 from ..provenance import Policy
+from ..reading import parse_json
 
 #: How ``--workers`` processes receive the settings of their parent.
 SETTINGS_VARIABLE = "KERNEL_WHEELS_SERVE_SETTINGS"
@@ -122,7 +123,7 @@ class ServeSettings:
 
     @classmethod
     def from_json(cls, text: str) -> ServeSettings:
-        fields = json.loads(text)
+        fields = parse_json(text)
         fields["kernels"] = tuple(Kernel.from_repo_id(r) for r in fields["kernels"])
         fields["cache"] = Path(fields["cache"])
         fields["auth_file"] = Path(fields["auth_file"]) if fields["auth_file"] else None

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..confine import read_regular
 from ..index.wheelfacts import WheelFacts
+from ..reading import parse_json
 
 STATE_FORMAT = 3  # 2: stat keys without the inode; 3: wheels' GPU code
 
@@ -54,7 +55,7 @@ class SiteState:
     def load(cls, path: Path) -> SiteState:
         try:
             # Not a regular file (a FIFO would hang the read): rebuilt like a damaged one.
-            raw = json.loads(read_regular(path, "the site's state", ValueError, 1 << 30))
+            raw = parse_json(read_regular(path, "the site's state", ValueError, 1 << 30))
             if raw.get("format") != STATE_FORMAT:
                 return cls()
             return cls(

@@ -21,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..confine import read_regular
 from ..errors import UsageError
+from ..reading import parse_json
 from .atomic import SiteLock
 
 YANKS_FILE = "yanks.json"
@@ -56,7 +57,7 @@ def load_yanks(state_dir: Path) -> dict[tuple[str, str], str]:
     path = state_dir / YANKS_FILE
     try:
         # A regular file of bounded size: a FIFO in its place would hang the run.
-        raw = json.loads(read_regular(path, "the yanks file", UsageError).decode("utf-8"))
+        raw = parse_json(read_regular(path, "the yanks file", UsageError).decode("utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError, RecursionError) as exc:

@@ -10,6 +10,7 @@ from ..errors import SourceError, UsageError
 from ..kernel.revision import Revision
 from ..kernel.variants import try_parse_variant
 from ..kernel.versions import RequestKind, VersionRequest
+from ..reading import read_regular
 from . import FetchedVariant
 
 
@@ -60,5 +61,5 @@ class FolderSource:
     def card(self, revision: Revision) -> str | None:
         for name in ("README.md", "CARD.md"):
             if (self.card_dir / name).is_file():
-                return (self.card_dir / name).read_text("utf-8", errors="replace")
+                return read_regular(self.card_dir / name, "the card", SourceError).decode("utf-8", "replace")
         return None

@@ -31,6 +31,7 @@ from ..kernel.revision import Revision
 from ..kernel.versions import VersionRequest, describe_versions, ref_for_request, releases_around
 from ..network import NetworkSettings
 from ..progress import SILENT_TASK, Task, as_progress, readable_size
+from ..reading import read_regular
 from . import FetchedVariant
 
 # A variant's listing and the files the converter reads before writing (metadata.json,
@@ -283,7 +284,7 @@ class HubSource:
         if self.offline:  # the cached copy, as hf_hub_download would answer offline
             for filename in _CARDS:
                 if (cached := self.repository.snapshot(commit) / filename).is_file():
-                    return cached.read_text("utf-8", errors="replace")
+                    return read_regular(cached, "the card", SourceError, _MAX_CARD).decode("utf-8", "replace")
             return None
         try:
             by_name = {file.path: file for file in self.repository.files("", commit)}
@@ -293,4 +294,4 @@ class HubSource:
             path = self.repository.download("reading the card", card, commit, self.repository.cache())
         except SourceError:
             return None  # the card is optional: the wheel's description is then the default
-        return path.read_text("utf-8", errors="replace")
+        return read_regular(path, "the card", SourceError, _MAX_CARD).decode("utf-8", "replace")

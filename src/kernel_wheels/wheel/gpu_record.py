@@ -24,6 +24,7 @@ from typing import Any
 
 from ..elf.reader import ELF_MAGIC, ElfError, read_elf
 from ..kernel.gpu_archs import GpuCode, parse_amd_target, parse_code_name, sort_code_names, sort_target_ids
+from ..reading import NestingError, parse_json
 from .writer import Member
 
 GPU_RECORD = "kernel_wheels_gpu.json"
@@ -70,8 +71,8 @@ def read_gpu_record(text: str | bytes) -> GpuCode | None:
     """The wheel's device code from a record found in a wheel or an index page (hostile):
     None unless it is well formed."""
     try:
-        document = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        document = parse_json(text)
+    except (json.JSONDecodeError, UnicodeDecodeError, NestingError):
         return None
     return gpu_code_from(document)
 

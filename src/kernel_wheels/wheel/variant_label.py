@@ -41,6 +41,7 @@ from typing import Any
 from ..errors import UsageError
 from ..kernel.gpu_archs import parse_capability
 from ..kernel.variants import Variant
+from ..reading import parse_json
 
 SCHEMA_URL = "https://variants-schema.wheelnext.dev/v0.2.0.json"
 VARIANT_JSON = "variant.json"
@@ -204,8 +205,8 @@ def read_variant_json(text: str, where: str) -> dict[str, Properties]:
     """The ``variants`` of a ``variant.json``, checked to be what kernel-wheels writes
     (same schema, priorities and providers); raises UsageError otherwise."""
     try:
-        document = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+        document = parse_json(text)
+    except (ValueError, RecursionError):
         raise UsageError(f"{where}: variant.json is not valid JSON") from None
     if not isinstance(document, dict) or document.get("$schema") != SCHEMA_URL \
             or document.get("providers") != PROVIDERS \
