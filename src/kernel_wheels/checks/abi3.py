@@ -18,13 +18,16 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from abi3info import DATAS, FUNCTIONS
 from abi3info.models import PyVersion, Symbol
 
-from ..elf.reader import ElfInfo
 from ..wheel.variant_label import split_variant_label
 from .report import Finding, Status
+
+if TYPE_CHECKING:  # types only
+    from ..elf.reader import ElfInfo
 
 
 def check_abi3(infos: list[ElfInfo], python_tag: str) -> list[Finding]:

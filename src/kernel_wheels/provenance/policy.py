@@ -10,7 +10,6 @@ matches it.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -133,6 +132,8 @@ def load_policy_file(path: Path) -> Policy:
         trusted-repos = ["my-org/my-kernel"]
         require-clean = true
     """
+    import tomllib  # here: only a policy file needs a TOML parser
+
     try:
         raw = tomllib.loads(path.read_text("utf-8"))
     except OSError as exc:
