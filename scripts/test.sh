@@ -9,11 +9,14 @@ bash scripts/bootstrap.sh --cuda
 # Debian tools the tests drive: faketime (reproducibility), zip/unzip (wheels made and
 # read by other tools), util-linux's unshare/setpriv (read-only and full file systems),
 # the aarch64 cross compiler and qemu's user emulation (kernel-wheels build --target-arch),
-# Slurm and munge (the mirror's job array on a one-node cluster: tests/test_mirror_slurm.py).
+# Slurm and munge (the mirror's job array on a one-node cluster: tests/test_mirror_slurm.py),
+# clang 19 with its AMDGPU target, lld and the offload bundler (real HIP builds for gfx90a
+# and gfx942: tests/test_gpu_kernels.py).
 missing=""
 for tool in faketime:faketime zip:zip unzip:unzip unshare:util-linux setpriv:util-linux \
             aarch64-linux-gnu-g++:g++-aarch64-linux-gnu qemu-aarch64:qemu-user \
-            sbatch:slurm-wlm munge:munge; do
+            sbatch:slurm-wlm munge:munge clang-19:clang-19 ld.lld-19:lld-19 \
+            clang-offload-bundler-19:clang-tools-19; do
   command -v "${tool%%:*}" >/dev/null || missing="$missing ${tool##*:}"
 done
 if [ -n "$missing" ]; then

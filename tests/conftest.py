@@ -17,7 +17,7 @@ from filelock import FileLock
 
 from support.contract import MATRIX
 from support.gpu_stub import with_device_code
-from support.helpers import ROOT, SAMPLE, Olah, cuda_python, olah_server
+from support.helpers import ROOT, SAMPLE, Olah, cuda_python, olah_server, run_cli
 
 ZIG = [sys.executable, "-m", "ziglang", "cc"]
 #: pytester: tests/test_hostile_inputs.py runs this conftest's guards in a pytest run of its own.
@@ -170,6 +170,8 @@ def matrix_folder(tmp_path_factory: pytest.TempPathFactory, cpu_build: Path,
         (package / "_ops.py").write_text("ops = None\n")
         if name.endswith("x86_64-linux") and "-cu1" in name:
             with_device_code(real_so, package / real_so.name)  # a CUDA build holds device code
+        elif name.endswith("x86_64-linux") and "-rocm" in name:  # ... and a ROCm build (#38)
+            with_device_code(real_so, package / real_so.name, ("gfx90a", "gfx942"))
         elif name.endswith("x86_64-linux"):
             shutil.copy(real_so, package / real_so.name)
         elif name.endswith("aarch64-linux"):
@@ -185,7 +187,8 @@ def matrix_folder(tmp_path_factory: pytest.TempPathFactory, cpu_build: Path,
             meta = {"name": "img2gray", "id": "_img2gray_x", "version": 1,
                     "license": "apache-2.0",
                     "python-depends": ["einops"] if name == "torch-cuda" else [],
-                    "backend": {"type": "cuda", "archs": ["8.0", "9.0+PTX"]},
+                    "backend": ({"type": "rocm", "archs": ["gfx90a", "gfx942"]} if "-rocm" in name
+                                else {"type": "cuda", "archs": ["8.0", "9.0+PTX"]}),
                     "digest": {"algorithm": "sha256", "files": digest_folder(variant)}}
             (variant / "metadata.json").write_text(json.dumps(meta))
     (root / "README.md").write_text("---\nlicense: apache-2.0\n---\n# img2gray\n\nTest matrix.\n")
@@ -325,3 +328,52 @@ def _nothing_written_outside(tmp_path_factory: pytest.TempPathFactory) -> Iterat
     assert not left, f"temporary folders left behind: {left[:10]}"
     new = sorted(_repo_listing() - before)
     assert not new, f"written into the repository: {new[:10]}"
+
+
+# The sample kernel with its CPU build only, as a git repository (`repo`), its wheels, the
+# snapshot of its v1 branch, a static site of both, and as a plain folder (`kernel_folder`):
+# shared by the tests of several commands' options (test_cli.py, test_install_options.py,
+# test_publish_options.py, test_to_wheel_options.py, ...). Each module gets its own.
+
+
+@pytest.fixture(scope="module")
+def repo(cpu_build: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A local kernel repository (tags v1.1.1, v1.1.2; branch v1 one rebuild later) with
+    the CPU variant only (no CUDA toolchain needed)."""
+    output = tmp_path_factory.mktemp("conv-build")
+    shutil.copytree(cpu_build, output / "build" / cpu_build.name)
+    repo = tmp_path_factory.mktemp("conv-repos") / "img2gray"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_kernel_repo.py"), str(output),
+                    str(repo), "--card", str(SAMPLE / "README.md")], check=True, capture_output=True)
+    return repo
+
+
+@pytest.fixture(scope="module")
+def wheels(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("conv-wheels")
+    run_cli("to-wheel", repo, "1.1.2", "-o", out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def snapshot(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel of branch v1's rebuild: a snapshot, 1.1.2.post0.devN (a pre-release)."""
+    out = tmp_path_factory.mktemp("conv-snapshot")
+    run_cli("to-wheel", repo, "1", "-o", out)
+    (wheel,) = out.glob("*.whl")
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def site(wheels: Path, snapshot: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    site = tmp_path_factory.mktemp("conv-site") / "site"
+    run_cli("index", wheels, snapshot, "-o", site)
+    return site
+
+
+@pytest.fixture(scope="module")
+def kernel_folder(cpu_build: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A plain folder holding the sample kernel's CPU build, as `build -o` writes it."""
+    root = tmp_path_factory.mktemp("kernel") / "img2gray"
+    shutil.copytree(cpu_build, root / "build" / cpu_build.name)
+    return root

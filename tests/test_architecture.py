@@ -1,14 +1,17 @@
 """The wings' import direction (docs/architecture.md), checked by import-linter's layers
 contract in pyproject.toml: it holds for the package as it is, and it fails, naming the
-import, when a copy of the package breaks it in each way the contract forbids."""
+import, when a copy of the package breaks it in each way the contract forbids. The floors
+are read from that contract: it is the one list of them."""
 
 from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -17,9 +20,19 @@ from support.helpers import ROOT
 
 PACKAGE = ROOT / "src" / "kernel_wheels"
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
-WINGS = ("cli", "distribution", "mirror", "serve", "locked", "convert", "site", "install", "remote", "index",
-         "checks", "sources", "building", "wheel", "hub", "provenance", "kernel", "elf")
-FLOOR = ("errors", "data", "cache", "network", "confine", "processes", "redaction", "progress")
+
+
+def contract_layers() -> list[list[str]]:
+    """The layers of pyproject.toml's import contract, top floor first, each the modules
+    it names (``a | b`` are independent siblings, ``a : b`` modules that may import each
+    other: both are one floor)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    (contract,) = [c for c in config["tool"]["importlinter"]["contracts"] if c["id"] == "wings"]
+    return [[name.strip() for name in re.split(r"[|:]", layer)] for layer in contract["layers"]]
+
+
+def contract_modules() -> set[str]:
+    return {name for layer in contract_layers() for name in layer}
 
 
 def lint_imports(src: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -42,11 +55,14 @@ def test_the_package_keeps_the_contract(tmp_path: Path) -> None:
 
 
 def test_every_top_level_module_is_a_wing_or_on_the_floor() -> None:
-    """What the tree shows: no module lies flat beside the wings but the floor's."""
-    flat = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__", "_version"))
+    """What the tree shows: every wing (a folder) and every module lying flat beside them
+    is on a floor of the contract, the flat ones on the bottom floor only, and the
+    contract names nothing the tree lacks."""
+    flat = {p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__", "_version")}
     wings = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
-    assert flat == sorted(FLOOR)
-    assert wings == sorted(WINGS)
+    bottom = set(contract_layers()[-1])
+    assert flat == bottom, "the flat modules are the bottom floor, and only they"
+    assert set(wings) == contract_modules() - bottom
     for wing in wings:  # each wing says what it is
         doc = ast.get_docstring(ast.parse((PACKAGE / wing / "__init__.py").read_text()))
         assert doc and len(doc.splitlines()) >= 2, wing

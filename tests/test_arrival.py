@@ -1,7 +1,7 @@
 """A file read while it is downloaded (kernel_wheels.arrival): the reader gets exactly the
 verified bytes, starts over when the transfer does, and never hangs. The "downloader"
 here is a thread writing a real file the way hub.files does (partial file, flush, rename
-into place); the Hub-level behaviour is covered by test_reliability_hub's faults."""
+into place); the Hub-level behaviour is covered by test_to_wheel_hub_faults."""
 
 from __future__ import annotations
 

@@ -17,9 +17,8 @@ import json
 import subprocess
 import sys
 import tarfile
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ import pytest
 from kernel_wheels import data
 from kernel_wheels.building.source_archive import nar_hash
 from support.helpers import run_cli
+from support.http_server import LoopbackServer
 
 KERNELS = Path(__file__).parent / "kernels"
 VARIANT = "torch-stable-abi211-cpu-x86_64-linux"
@@ -81,15 +81,11 @@ class ArchiveServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/mirror"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
+        self.httpd = LoopbackServer(Handler).start()
+        self.url = self.httpd.url("/mirror")
 
     def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=30)
+        self.httpd.stop()
 
 
 @pytest.fixture

@@ -376,17 +376,14 @@ def test_compilers_run_without_the_users_credentials(tmp_path: Path, backend: st
         env={**os.environ, "KERNEL_WHEELS_CACHE": str(tmp_path / "cache"), **canaries})
     try:
         compilers: list[int] = []
-        deadline = time.monotonic() + 300
         while not compilers:  # cc1plus blocks on the FIFO: it waits there for the test
             assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "no compiler started"
             time.sleep(0.05)
             compilers = [p for p in processes_with(str(source)) if p != process.pid]
         # the preprocessor that opens the FIFO is the last to start: wait for it too
         while not any(b"cc1plus" in Path(f"/proc/{p}/cmdline").read_bytes()
                       for p in processes_with(str(source))):
             assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "no cc1plus started"
             time.sleep(0.05)
         environments = {}
         for pid in processes_with(str(source)):

@@ -1,4 +1,5 @@
-"""`kernel-wheels check`: every promise a wheel's name makes, each with a real binary."""
+"""`kernel-wheels check`: every promise a wheel's name makes, each with a real binary; its
+exit codes as its help documents them; a wheel with directory entries (`zip -r`) passes."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ from pathlib import Path
 import pytest
 
 from kernel_wheels.checks import check_wheel
+from support.faults import one_error_line, tally
 from support.helpers import run_cli
 
 CPU_WHEEL = "img2gray-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
 LINUX_VARIANT = "torch213-cxx11-cpu-x86_64-linux"
+CPU = LINUX_VARIANT
 
 
 @pytest.fixture(scope="module")
@@ -269,3 +272,58 @@ def test_extension_without_pyinit_fails(bad_binaries: dict[str, Path], tmp_path:
     assert code == 1
     assert "img2gray/torch213-cxx11-cpu-x86_64-linux/_noinit.abi3.so is an extension module without PyInit__noinit" in out
     assert "RPATH" not in out  # $ORIGIN/../img2gray.libs stays inside the wheel
+
+
+def test_check_exit_codes_as_documented(kernel_repo: Path, tmp_path: Path) -> None:
+    """`kernel-wheels check --help`: 0 every wheel passed; 1 a wheel failed a check; 2 a
+    usage error (bad option, a path that does not exist, a folder without wheels). A
+    folder is checked wheel by wheel."""
+    help_text = " ".join(run_cli("check", "--help").stdout.split())
+    assert ("Exit status: 0 every wheel passed; 1 a wheel failed a check; 2 a usage error (bad option, a path "
+            "that does not exist, a folder without wheels).") in help_text
+    good = tmp_path / "good"
+    run_cli("to-wheel", kernel_repo, "1.1.2", "-o", good)
+    wheels = sorted(good.glob("*.whl"))
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    broken = bad / wheels[0].name
+    broken.write_bytes(wheels[0].read_bytes()[:-100])  # the end of the zip cut off
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "README.txt").write_text("no wheels here\n")
+    expectations = [
+        ([good], 0, [f"PASS {w.name}" for w in wheels], f"{len(wheels)} of {len(wheels)} wheels passed"),
+        ([*wheels], 0, [f"PASS {w.name}" for w in wheels], f"{len(wheels)} of {len(wheels)} wheels passed"),
+        ([broken], 1, [f"FAIL {broken.name}"], "0 of 1 wheels passed"),
+        ([good, bad], 1, [f"PASS {w.name}" for w in wheels] + [f"FAIL {broken.name}"],
+         f"{len(wheels)} of {len(wheels) + 1} wheels passed"),
+        ([empty / "README.txt"], 1, ["FAIL README.txt"], "0 of 1 wheels passed"),
+    ]
+    for paths, code, verdicts, summary in expectations:
+        proc = run_cli("check", *paths, check=False)
+        assert proc.returncode == code, (paths, proc.stdout)
+        assert [line for line in proc.stdout.splitlines() if not line.startswith("  ")] == verdicts
+        assert proc.stderr.strip().splitlines()[-1] == summary
+    for paths, message in (([tmp_path / "nowhere.whl"], f"{tmp_path / 'nowhere.whl'} does not exist"),
+                           ([empty], f"{empty} is a folder with no .whl files"),
+                           ):
+        assert one_error_line(run_cli("check", *paths, check=False), 2) == message
+    refused = run_cli("check", "--jobs", "-1", good, check=False)
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines()[-1] == (
+        "kernel-wheels check: error: argument -j/--jobs: -1: give 1 or more (leave it out for one per CPU)")
+    tally("cli", inputs=len(expectations) + 3)
+
+
+def test_check_accepts_directory_entries(kernel_repo: Path, tmp_path: Path) -> None:
+    """`zip -r` writes an entry per folder; a wheel with them is valid."""
+    run_cli("to-wheel", kernel_repo, "1.1.2", "-o", tmp_path / "w", "--variant", CPU)
+    wheel = next((tmp_path / "w").glob("*.whl"))
+    unpacked = tmp_path / "unpacked"
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(unpacked)
+    rezipped = tmp_path / "rezipped" / wheel.name
+    rezipped.parent.mkdir()
+    subprocess.run(["zip", "-qr", str(rezipped), "."], cwd=unpacked, check=True)
+    with zipfile.ZipFile(rezipped) as zf:
+        assert any(info.is_dir() for info in zf.infolist())
+    assert run_cli("check", rezipped).stdout.startswith(f"PASS {wheel.name}")

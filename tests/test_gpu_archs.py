@@ -281,20 +281,30 @@ def test_check_lists_the_architectures_per_binary_and_wheel(gpu_binaries: dict[s
                      f"{folder}/libsm90-ptx.so": {"cubins": ["sm_90"], "ptx": ["compute_90"]}}}
 
 
-def test_check_fails_metadata_claiming_more_than_the_binaries_hold(gpu_binaries: dict[str, Path],
+def test_check_fails_metadata_claiming_only_what_no_binary_runs_on(gpu_binaries: dict[str, Path],
                                                                    tmp_path: Path) -> None:
-    # to-wheel refuses it ...
-    repo_claims = ["8.0", "9.0+PTX", "9.0a"]
-    with pytest.raises(AssertionError, match=r"\[gpu\] metadata.json's backend.archs claims 9.0\+PTX "
-                                             r"\(sm_90, compute_90\); 9.0a \(sm_90a\), which no binary "
-                                             r"holds \(they hold sm_80, compute_80\)"):
+    """Issue #38: claims are judged by what runs where. None of these runs anywhere the
+    binary's code (sm_80, compute_80 PTX) runs: to-wheel refuses, check fails."""
+    repo_claims = ["7.0", "7.5"]  # machine code runs on its own major version, PTX only later
+    with pytest.raises(AssertionError, match=r"\[gpu\] metadata.json's backend.archs claims 7.0, 7.5, "
+                                             r"where no binary holds code that runs \(their kernels are for "
+                                             r"sm_80, compute_80\)"):
         make_wheel(tmp_path / "a", {"x": gpu_binaries["sm80-ptx"]}, repo_claims)
-    # ... and check fails the wheel that --no-check wrote
     wheel = make_wheel(tmp_path / "b", {"x": gpu_binaries["sm80-ptx"]}, repo_claims, check=False)
     proc = run_cli("check", wheel, check=False)
     assert proc.returncode == 1
-    assert ("  fail: [gpu] metadata.json's backend.archs claims 9.0+PTX (sm_90, compute_90); 9.0a "
-            "(sm_90a), which no binary holds (they hold sm_80, compute_80)") in proc.stdout.splitlines()
+    assert ("  fail: [gpu] metadata.json's backend.archs claims 7.0, 7.5, where no binary holds code "
+            "that runs (their kernels are for sm_80, compute_80)") in proc.stdout.splitlines()
+
+
+def test_a_claim_spelled_differently_from_code_that_runs_there_is_a_note(gpu_binaries: dict[str, Path],
+                                                                         tmp_path: Path) -> None:
+    """Before issue #38 these claims failed (no sm_90, compute_90 or sm_90a of those names);
+    the driver compiles compute_80 for a 9.0 GPU, so they hold."""
+    wheel = make_wheel(tmp_path, {"x": gpu_binaries["sm80-ptx"]}, ["8.0", "9.0+PTX", "9.0a"])
+    proc = run_cli("check", wheel)
+    assert ("  info: [gpu] metadata.json's backend.archs claims 9.0+PTX (held as compute_80, which runs "
+            "there), 9.0a (held as compute_80, which runs there)") in proc.stdout.splitlines()
 
 
 def test_check_passes_exact_claims_of_every_build(gpu_binaries: dict[str, Path], tmp_path: Path) -> None:
@@ -313,7 +323,7 @@ def test_check_fails_a_cuda_build_without_device_code(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, {"plain": plain}, None, check=False)
     proc = run_cli("check", wheel, check=False)
     assert proc.returncode == 1
-    assert ("  fail: [gpu] a CUDA build with no CUDA device code in any binary: it runs on no GPU"
+    assert ("  fail: [gpu] a CUDA build with no kernel in any binary's device code: it runs on no GPU"
             in proc.stdout.splitlines())
     # a CPU build with the same binary: nothing to say
     cpu = make_wheel(tmp_path / "cpu", {"plain": plain}, None, variant="torch214-cxx11-cpu-x86_64-linux")
@@ -449,9 +459,10 @@ def test_install_dry_run_json_shows_the_decision(build_wheels: dict[str, Path]) 
     document = json.loads(proc.stdout)
     wheel = next(build_wheels["sm80-ptx"].glob("*.whl")).name
     assert document["chosen"]["wheel"] == wheel
-    assert document["gpu"] == {"capability": "9.0", "source": "--gpu-arch", "name": None, "files": {
-        wheel: {"holds": {"cubins": ["sm_80"], "ptx": ["compute_80"]}, "runs": True, "cubin": None,
-                "ptx_jit": "compute_80"}}}
+    assert document["gpu"] == {"capability": "9.0", "arch": "9.0", "source": "--gpu-arch", "name": None,
+                               "files": {wheel: {"holds": {"cubins": ["sm_80"], "ptx": ["compute_80"]},
+                                                 "runs": True, "cubin": None, "ptx_jit": "compute_80",
+                                                 "code_object": None}}}
     assert any("only PTX compute_80" in line and "first call" in line for line in document["why"])
     # no GPU visible here and no --gpu-arch: chosen as before, with a note
     proc = run_cli("install", "gpucode", "--no-index", "-f", build_wheels["sm80"], "--python",
@@ -492,8 +503,9 @@ def _negotiating_server(folder: Path) -> Iterator[str]:
     """A static file server on 127.0.0.1 that answers a folder's index.json to a client
     asking for PEP 691 JSON (as the site's nginx example does), index.html otherwise."""
     import functools
-    import threading
-    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import SimpleHTTPRequestHandler
+
+    from support.http_server import LoopbackServer
 
     class Handler(SimpleHTTPRequestHandler):
         def send_head(self):  # type: ignore[no-untyped-def]
@@ -511,14 +523,8 @@ def _negotiating_server(folder: Path) -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(folder)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with LoopbackServer(functools.partial(Handler, directory=str(folder))) as server:
+        yield server.base
 
 
 def test_variant_wheels_name_the_gpus_the_binaries_hold(gpu_binaries: dict[str, Path], tmp_path: Path) -> None:

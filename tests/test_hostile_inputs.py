@@ -23,7 +23,6 @@ import io
 import json
 import os
 import tempfile
-import threading
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -182,7 +181,7 @@ _TIMEOUT_CASES = [(command, "1e308") for command in (
     ["publish", "x.whl", "--repository-url", "http://127.0.0.1:9/"],
     ["install", "img2gray", "--index-url", "http://127.0.0.1:9/simple"],
 )] + [(["install", "img2gray", "--index-url", "http://127.0.0.1:9/simple"], value)
-      for value in ("nan", "inf", "-1", "0")]  # to-wheel's: tests/test_reliability_cli.py
+      for value in ("nan", "inf", "-1", "0")]  # to-wheel's: tests/test_to_wheel_options.py
 
 
 @pytest.mark.parametrize(("command", "value"), _TIMEOUT_CASES,
@@ -339,10 +338,17 @@ hostile_urls = st.sampled_from([
 html_pages = st.lists(st.tuples(html_fragments, hostile_urls, st.text(alphabet="0123456789abcdef", max_size=64),
                                 st.text(max_size=10)), max_size=6).map(
     lambda parts: "".join(f.replace("{u}", u).replace("{h}", h).replace("{t}", t) for f, u, h, t in parts))
+#: What an index says a file's binaries hold (install chooses by it; #38 added code_objects).
+gpu_codes = st.dictionaries(
+    st.sampled_from(["cubins", "ptx", "code_objects", "binaries"]),
+    json_leaves | st.lists(st.sampled_from(["sm_90", "compute_90a", "gfx942", "gfx942:sramecc+:xnack-",
+                                            "gfx942:xnack+:xnack-", "gfx9-4-generic", "gfx"])
+                           | st.text(max_size=12), max_size=70), max_size=4)
 json_pages = st.one_of(
     json_values.map(json.dumps),
     st.lists(st.dictionaries(st.sampled_from(["filename", "url", "hashes", "yanked", "requires-python",
-                                              "core-metadata"]), json_leaves | hostile_urls, max_size=6),
+                                              "core-metadata", "kernel-wheels-gpu-code"]),
+                             json_leaves | hostile_urls | gpu_codes, max_size=6),
              max_size=4).map(lambda files: json.dumps({"meta": {"api-version": "1.1"}, "name": "k",
                                                        "files": files})),
     st.builds(lambda n: '{"files": ' + "[" * n + "]" * n + "}", st.sampled_from([1_000, 100_000])))
@@ -586,7 +592,9 @@ s3_bodies = st.one_of(
 @pytest.fixture(scope="module")
 def s3_answers() -> Iterator[tuple[str, list[bytes]]]:
     """A loopback server answering every request with the body the test puts in the list."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
+
+    from support.http_server import LoopbackServer
 
     body = [b""]
 
@@ -603,14 +611,8 @@ def s3_answers() -> Iterator[tuple[str, list[bytes]]]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", body
-    finally:
-        server.shutdown()
-        server.server_close()
+    with LoopbackServer(Handler) as server:
+        yield server.endpoint, body
 
 
 @HARNESS

@@ -2,18 +2,25 @@
 -> `python -m http.server` on 127.0.0.1 -> `kernel-wheels install`, plain `pip install`
 and `uv pip install` from the per-target index into a fresh torch 2.13.0 venv -> import ->
 the op equals the reference, torch untouched. Also: the explanation when nothing fits,
-and one-line errors for a bad index URL, an unknown project and a Python without torch."""
+and one-line errors for a bad index URL, an unknown project and a Python without torch;
+what install checks before it imports the target's torch (the cheap checks first); several
+names, -U, --no-deps and a requirements file; --backend cpu on a CUDA torch. Its pip and uv
+options (index settings, credentials, --pre, certificates) are in tests/test_install_options.py."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from support.helpers import UV, make_venv, run_cli, torch_wheel
+from support.helpers import UV, make_venv, one_line_error, run_cli, torch_wheel
+from support.helpers import cuda_python as cuda_venv_python
+from support.hostile_index import HostileIndex, answer
+from support.noarch_kernel import HUB_KERNEL, build_hub_kernel
 from support.servers_index import pip_env, run_op, static_server, torch_fingerprint, uninstall
 
 CPU_WHEEL = "img2gray-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
@@ -168,3 +175,148 @@ def test_choice_rules_without_an_index() -> None:
     assert any("the newest CUDA build not newer than this torch's cu129" in w for w in choice.why)
     pinned = choose(Requirement("img2gray==1.1.3"), listing, cpu)
     assert pinned.chosen and "1.1.3" in pinned.chosen.file.filename  # a pin takes a yanked file
+
+
+# kw-hub with a Python dependency the test index does not have: --no-deps is then the
+# difference between an install and a failure.
+HUB_KERNEL_WITH_DEPENDS = HUB_KERNEL.replace('backends = ["cpu"]',
+                                             'backends = ["cpu"]\npython-depends = ["einops"]')
+
+
+@pytest.fixture(scope="module")
+def index_url(kernel_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A static index (`index` over a web server on 127.0.0.1) with two kernels: img2gray
+    (its CPU build for torch 2.13) and kw-hub (Python-only, needing einops)."""
+    root = tmp_path_factory.mktemp("index")
+    wheels = root / "wheels"
+    run_cli("to-wheel", kernel_folder, "1.1.2", "-o", wheels)
+    run_cli("to-wheel", build_hub_kernel(root, HUB_KERNEL_WITH_DEPENDS), "1.0.0", "-o", wheels)
+    run_cli("index", wheels, "-o", root / "site")
+    with static_server(root / "site") as base:
+        yield base + "simple/"
+
+
+TORCH_STAND_IN = """\
+# A stand-in for torch that records that it was imported, then fails: the test is about
+# when install reads the target Python, not about torch itself.
+import os, pathlib
+pathlib.Path(os.environ["KW_TEST_TORCH_IMPORTED"]).write_text("imported")
+raise ImportError("torch stand-in")
+"""
+
+
+def _venv_with_torch_stand_in(path: Path, pip: bool = True) -> Path:
+    """A venv whose torch (2.13.0, as importlib.metadata sees it) records its import."""
+    subprocess.run([UV, "venv", "-q", *(["--seed"] if pip else []), str(path)], check=True,
+                   capture_output=True)
+    site = next(path.glob("lib/python*/site-packages"))
+    (site / "torch").mkdir()
+    (site / "torch" / "__init__.py").write_text(TORCH_STAND_IN)
+    dist_info = site / "torch-2.13.0.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0\n")
+    (dist_info / "RECORD").write_text("")
+    return path / "bin" / "python"
+
+
+@pytest.mark.parametrize("case", ["bad name", "closed port", "wrong password", "no pip",
+                                  "no torch", "no python"])
+def test_install_checks_what_costs_nothing_before_importing_torch(case: str, index_url: str,
+                                                                  tmp_path: Path) -> None:
+    marker = tmp_path / "torch-imported"
+    env = {**pip_env(), "KW_TEST_TORCH_IMPORTED": str(marker)}
+    python = _venv_with_torch_stand_in(tmp_path / "venv", pip=case != "no pip")
+    args = ["install", "img2gray", "-i", index_url, "--python", python]
+    with HostileIndex() as refusing:
+        refusing.routes["/simple/img2gray/"] = answer(401, b"no")
+        if case == "bad name":
+            args[1] = "img2gray=="
+        elif case == "closed port":
+            with HostileIndex() as gone:
+                closed = gone.base
+            args[3] = closed + "simple/"
+        elif case == "wrong password":
+            args[3] = refusing.url("/simple/").replace("http://", "http://reader:wrong@")
+        elif case == "no torch":
+            args[-1] = make_venv(tmp_path / "bare")
+        elif case == "no python":
+            args[-1] = tmp_path / "nonexistent" / "python"
+        proc = run_cli(*args, env=env, check=False)
+    expected = {"bad name": ("img2gray==",), "closed port": ("127.0.0.1",),
+                "wrong password": ("401",), "no pip": ("no pip", "--installer uv"),
+                "no torch": ("no torch", "--python"), "no python": ("--python",)}[case]
+    one_line_error(proc, *expected, status=2 if case in ("bad name", "no python") else 1)
+    assert not marker.exists(), f"{case}: torch was imported before the cheap check failed"
+    assert "wrong" not in proc.stderr
+
+
+def test_install_installer_uv_without_uv_is_said_before_importing_torch(index_url: str,
+                                                                        tmp_path: Path) -> None:
+    """A machine without uv, made with a fault: a stand-in ``uv`` package that fails to
+    import shadows the real one (which this venv has), and PATH holds no uv."""
+    marker = tmp_path / "torch-imported"
+    python = _venv_with_torch_stand_in(tmp_path / "venv")
+    shadow = tmp_path / "shadow" / "uv"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text('raise ImportError("no uv on this machine (test fault)")\n')
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    env = {**pip_env(), "KW_TEST_TORCH_IMPORTED": str(marker), "PATH": str(bin_dir),
+           "PYTHONPATH": os.pathsep.join([str(shadow.parent), os.environ.get("PYTHONPATH", "")])}
+    proc = run_cli("install", "img2gray", "-i", index_url, "--python", python, "--installer", "uv",
+                   env=env, check=False)
+    one_line_error(proc, "--installer uv", "uv is not installed", status=2)
+    assert not marker.exists()
+
+
+@pytest.fixture(scope="module")
+def torch_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_venv(tmp_path_factory.mktemp("torch-venv") / "venv",
+                     torch=torch_wheel(tmp_path_factory.mktemp("torch-wheel")))
+
+
+def _installed(python: Path) -> set[str]:
+    proc = subprocess.run([str(python), "-m", "pip", "list", "--format", "json"],
+                          capture_output=True, text=True, check=True, env=pip_env())
+    return {row["name"].lower() for row in json.loads(proc.stdout)}
+
+
+def test_install_several_names_no_deps_upgrade_and_a_requirements_file(
+        index_url: str, torch_venv: Path, tmp_path: Path) -> None:
+    # kw-hub needs einops, which the index does not have: pip cannot install it ...
+    failed = run_cli("install", "img2gray", "kw-hub", "-i", index_url, "--python", torch_venv,
+                     env=pip_env(), check=False)
+    one_line_error(failed, "einops")
+    assert not {"img2gray", "kw-hub"} & _installed(torch_venv)  # nothing half-installed
+    # ... and with --no-deps both go in, in one run
+    proc = run_cli("install", "-U", "img2gray", "kw-hub", "--no-deps", "-i", index_url,
+                   "--python", torch_venv, env=pip_env())
+    assert "chose img2gray-1.1.2+" in proc.stdout and "chose kw_hub-1.0.0+" in proc.stdout
+    assert {"img2gray", "kw-hub"} <= _installed(torch_venv)
+    assert "einops" not in _installed(torch_venv)
+    # a requirements file of kernels, as pip reads one (comments, blank lines)
+    requirements = tmp_path / "kernels.txt"
+    requirements.write_text("# the kernels this service loads\nimg2gray==1.1.2  # pinned\n\n"
+                            "kw-hub>=1\n")
+    again = run_cli("install", "-r", requirements, "--no-deps", "-i", index_url,
+                    "--python", torch_venv, env=pip_env(), check=False)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count("chose ") == 2
+    # what pip would do with it and install cannot is refused, by line
+    requirements.write_text("--index-url http://elsewhere/simple/\nimg2gray\n")
+    refused = run_cli("install", "-r", requirements, "-i", index_url, "--python", torch_venv,
+                      env=pip_env(), check=False)
+    one_line_error(refused, f"{requirements}:1", status=2)
+
+
+def test_install_backend_cpu_on_a_cuda_torch(index_url: str) -> None:
+    cuda_python = cuda_venv_python()  # fails (not skips) without the CUDA torch venv
+    refused = run_cli("install", "kw-hub", "-i", index_url, "--python", cuda_python,
+                      "--dry-run", env=pip_env(), check=False)
+    line = one_line_error(refused, "no wheel of kw-hub fits", "--backend cpu")
+    assert "cu130" in line
+    chosen = run_cli("install", "kw-hub", "-i", index_url, "--python", cuda_python,
+                     "--dry-run", "--backend", "cpu", "--json", env=pip_env())
+    document = json.loads(chosen.stdout)
+    assert document["chosen"]["wheel"].startswith("kw_hub-1.0.0+")
+    assert document["environment"]["target"].endswith("-cpu")

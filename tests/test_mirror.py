@@ -1,5 +1,7 @@
 """`kernel-wheels mirror`: kernels of the local olah Hub into a folder and into a bucket
-of moto's S3 server on 127.0.0.1, as a user runs it (a new process each time)."""
+of moto's S3 server on 127.0.0.1, as a user runs it (a new process each time); a Hub mirror
+without listings, and an s3:// destination and its credentials checked before the Hub is
+asked."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ from urllib.parse import unquote, urljoin
 
 import pytest
 
-from support.helpers import free_port, make_venv, run_cli, stop, wait_for
+from support.helpers import free_port, make_venv, one_line_error, run_cli, stop, wait_for
+from support.hostile_index import HostileIndex, answer
 from support.mirror_hub import KERNELS, S3Server, folder_snapshot, git, mirror_hub, s3_server, write_release
 from support.serve_hub import HubRepo, commit_of, hostile_hub, universal_files
 from support.servers_index import pip_env, pypiserver
@@ -509,3 +512,36 @@ def test_two_runs_at_once_give_the_bytes_of_one(env: dict[str, str], s3: S3Serve
                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
     assert all(r.wait(timeout=600) == 0 for r in runs)
     assert s3.snapshot(shared, "k") == s3.snapshot(reference, "k")
+
+
+def test_mirror_org_against_a_server_without_listings_says_so(tmp_path: Path) -> None:
+    with HostileIndex() as hub:
+        # A Hub mirror that answers every path with its HTML front page.
+        for kind in ("kernels", "models"):
+            hub.routes[f"/api/{kind}"] = answer(200, b"<html><body>a mirror</body></html>")
+        proc = run_cli("mirror", "--org", "acme", "--to", tmp_path / "site",
+                       env={"HF_ENDPOINT": hub.base.rstrip("/"), "HF_HOME": str(tmp_path / "hf")},
+                       check=False)
+    line = one_line_error(proc, "--org acme", "listing", status=1)
+    assert "Expecting value" not in line and "char 0" not in line, line
+    assert "name the repositories" in line
+
+
+@pytest.mark.parametrize("case", ["no credentials", "no bucket"])
+def test_mirror_to_s3_checks_destination_and_credentials_before_listing(
+        case: str, s3: S3Server, tmp_path: Path) -> None:
+    bucket = s3.bucket(f"ux-{case.replace(' ', '-')}") if case == "no credentials" else "ux-missing"
+    env = {**s3.env(), "AWS_SHARED_CREDENTIALS_FILE": os.devnull, "AWS_CONFIG_FILE": os.devnull,
+           "AWS_EC2_METADATA_DISABLED": "true", "HF_HOME": str(tmp_path / "hf")}
+    if case == "no credentials":
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+            env[name] = ""
+    with HostileIndex() as hub:
+        env["HF_ENDPOINT"] = hub.base.rstrip("/")
+        proc = run_cli("mirror", "acme/img2gray", "--to", f"s3://{bucket}/kernels", env=env,
+                       check=False)
+        assert not hub.seen, "the Hub was asked before the destination was checked"
+    if case == "no credentials":
+        one_line_error(proc, "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", status=2)
+    else:
+        one_line_error(proc, "ux-missing", "no such bucket", status=1)

@@ -3,10 +3,13 @@ devpi-server with its own user and index — by `kernel-wheels publish`, `twine 
 and `uv publish`, then `kernel-wheels install` from each into a fresh torch 2.13.0
 venv, the op compared with the reference and torch untouched. The failure cases
 (bad credentials, a server that is down, a duplicate upload, a corrupt wheel) are one
-line, exit non-zero, leave the index unchanged and never show a password."""
+line, exit non-zero, leave the index unchanged and never show a password. Before uploading,
+publish refuses variant wheels, and says when everything was there already that the
+credentials went unused. Its twine-like options are in tests/test_publish_options.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from support.faults import tally
 from support.helpers import UV, make_venv, one_line_error, run_cli, torch_wheel
 from support.servers_index import (
     BIN,
@@ -32,6 +36,7 @@ from support.servers_index import (
 )
 
 CPU_WHEEL = "img2gray-{}+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
+CPU = "torch213-cxx11-cpu-x86_64-linux"
 
 
 @pytest.fixture(scope="module")
@@ -251,3 +256,64 @@ def test_publish_help_has_examples() -> None:
         proc = subprocess.run([sys.executable, "-m", "kernel_wheels", command, "--help"],
                               capture_output=True, text=True, env=os.environ)
         assert proc.returncode == 0 and "examples:" in proc.stdout
+
+
+def test_index_password_never_printed(tmp_path: Path, kernel_repo: Path) -> None:
+    """TWINE_PASSWORD and a password in the upload URL, with --json, to a server that is
+    down (tests/test_publish.py scans the real servers' answers)."""
+    from support.helpers import free_port
+
+    run_cli("to-wheel", kernel_repo, "1.1.2", "-o", tmp_path / "w", "--variant", CPU)
+    secret = "kwFakeIndexPassword-0987"
+    port = free_port()
+    for url, extra in ((f"http://127.0.0.1:{port}/", {"TWINE_USERNAME": "ci", "TWINE_PASSWORD": secret}),
+                       (f"http://ci:{secret}@127.0.0.1:{port}/", {})):
+        proc = run_cli("publish", tmp_path / "w", "--repository-url", url, "--json", "--no-keyring",
+                       env=extra, check=False)
+        assert proc.returncode == 1 and json.loads(proc.stdout)["error"]["exit_code"] == 1
+        assert secret not in proc.stdout + proc.stderr
+    tally("cli", inputs=2)
+
+
+@pytest.fixture(scope="module")
+def variant_output(kernel_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`to-wheel --variants` output: the plain wheel and its variant wheel."""
+    out = tmp_path_factory.mktemp("variants")
+    run_cli("to-wheel", kernel_folder, "1.1.2", "--variants", "-o", out)
+    assert len(list(out.glob("*.whl"))) == 2
+    return out
+
+
+@pytest.fixture(scope="module")
+def pypi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexServer]:
+    with pypiserver(tmp_path_factory.mktemp("pypiserver")) as server:
+        yield server
+
+
+def _publish_env(server: IndexServer) -> dict[str, str]:
+    return {**pip_env(), "TWINE_USERNAME": server.username, "TWINE_PASSWORD": server.password}
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_publish_refuses_variant_wheels_before_uploading(variant_output: Path, pypi: IndexServer,
+                                                         as_json: bool) -> None:
+    proc = run_cli("publish", variant_output, "--repository-url", pypi.upload_url,
+                   *(["--json"] if as_json else []), env=_publish_env(pypi), check=False)
+    line = one_line_error(proc, "variant wheel", "index", status=2)
+    assert "--variants" in line, line
+    assert pypi.listing() == {}  # nothing uploaded, not even the plain wheel
+    if as_json:
+        error = json.loads(proc.stdout)["error"]
+        assert error["type"] == "UsageError" and "variant wheel" in error["message"]
+
+
+def test_publish_with_everything_there_says_the_credentials_were_not_checked(
+        kernel_folder: Path, pypi: IndexServer, tmp_path: Path) -> None:
+    run_cli("to-wheel", kernel_folder, "1.1.0", "-o", tmp_path)
+    run_cli("publish", tmp_path, "--repository-url", pypi.upload_url, env=_publish_env(pypi))
+    wrong = {**_publish_env(pypi), "TWINE_PASSWORD": "not-the-password"}
+    again = run_cli("publish", tmp_path, "--repository-url", pypi.upload_url, "--non-interactive",
+                    env=wrong)
+    assert "already there: img2gray-1.1.0+" in again.stdout
+    assert "nothing to upload: the credentials were not used, nor checked" in again.stderr
+    assert "not-the-password" not in again.stdout + again.stderr

@@ -3,14 +3,17 @@
 tests/support/hostile_clients.py) and a local user who plants links in the cache. The server
 is the real command, as a subprocess.
 
-Timed properties are asserted against a baseline measured in the same run, with wide
-margins, so that they hold on a busy two-core machine; benchmarks/security/serve_abuse.py
-reports the real figures."""
+No test here bounds a duration from above: what a clock would say is asserted as the
+condition it stands for (requests answered while the abuse goes on, a connection closed
+while its head still arrives, one attempt upstream, the CPU a hash costs), with lower bounds
+only where a wait is the behaviour (an idle deadline, the slowing of guesses), which a busy
+machine only lengthens. benchmarks/security/serve_abuse.py measures the latencies."""
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -263,9 +266,8 @@ def stalled_conversion(tmp_path: Path, behaviour: str, waiters: int,
 
 @pytest.fixture(scope="module", params=["stall", "trickle"])
 def stalled(request: pytest.FixtureRequest,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HostileHub, Serve, dict[str, float]]]:
-    """(hub, server, baseline p99 per path) with 50 clients waiting on a stalled
-    conversion; the baselines are measured before they arrive."""
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HostileHub, Serve]]:
+    """(hub, server) with 50 clients waiting on a stalled conversion."""
     folder = tmp_path_factory.mktemp(f"stalled-{request.param}")
     repos = {GOOD: HubRepo({"v1.0.0": commit_of("good")}),
              OTHER: HubRepo({"v1.0.0": commit_of("other")}),
@@ -275,13 +277,12 @@ def stalled(request: pytest.FixtureRequest,
         hub.trickle_interval = 1.0
         hub.rule(STALLED_FETCH, request.param)
         assert get(f"{server.base}files/{GOOD_WHEEL}")[0] == 200
-        baseline = {path: latencies(server.base, path, 100).p99 for path in MEASURED.values()}
         clients = Waiters(port_of(server.base), f"/files/{STALL_WHEEL}", WAITERS)
         try:
             wait_until(lambda: hub.count(STALLED_FETCH) == 1, 60, "the stalled Hub request")
             wait_until(lambda: waiting_on_conversions(server, WAITERS), 60,
                        f"{WAITERS} requests waiting on the conversion (healthz answering)")
-            yield hub, server, baseline
+            yield hub, server
         finally:
             hub.release.set()
             clients.close()
@@ -291,26 +292,23 @@ MEASURED = {"cached wheel": f"/files/{GOOD_WHEEL}", "its metadata": f"/files/{GO
             "project page": "/simple/cachedk/", "root index": "/simple/", "healthz": "/healthz"}
 
 
-def allowed(baseline: float) -> float:
-    """What a loaded p99 may be: ten times the unloaded one, at least 0.25 s (a busy
-    machine's noise); a held thread pool costs tens of seconds."""
-    return max(0.25, 10 * baseline)
-
-
 @pytest.mark.parametrize("what", sorted(MEASURED))
 def test_requests_stay_fast_while_50_clients_wait_on_a_stalled_conversion(
-        what: str, stalled: tuple[HostileHub, Serve, dict[str, float]]) -> None:
-    hub, server, baseline = stalled
+        what: str, stalled: tuple[HostileHub, Serve]) -> None:
+    hub, server = stalled
     path = MEASURED[what]
     loaded = latencies(server.base, path, 100, timeout=30)
+    # Every request answered while the 50 still wait on the stalled conversion (a server
+    # that held a thread per waiter would answer none until the Hub let go, which it does
+    # not here). How fast: benchmarks/security/serve_abuse.py measures it.
     assert set(loaded.statuses) == {200}
-    assert loaded.p99 <= allowed(baseline[path]), (loaded.p99, baseline[path])
+    assert waiting_on_conversions(server, WAITERS)
     assert hub.count(STALLED_FETCH) == 1  # still the one attempt
 
 
 def test_another_wheel_converts_while_50_clients_wait_on_a_stalled_one(
-        stalled: tuple[HostileHub, Serve, dict[str, float]]) -> None:
-    hub, server, _ = stalled
+        stalled: tuple[HostileHub, Serve]) -> None:
+    hub, server = stalled
     status, _, body = get(f"{server.base}files/{wheel_of(OTHER)}")
     assert status == 200 and body.startswith(b"PK")
     assert server.conversions(STALL_WHEEL) == 1 and hub.count(STALLED_FETCH) == 1
@@ -399,15 +397,14 @@ def test_500_idle_or_half_sent_connections_slow_nothing_and_are_closed(
         kind: str, idle_server: tuple[HostileHub, Serve]) -> None:
     _, server = idle_server
     path = f"/files/{GOOD_WHEEL}"
-    baseline = latencies(server.base, path, 50)
+    assert set(latencies(server.base, path, 50).statuses) == {200}
     opened = time.monotonic()
     socks = (idle_connections if kind == "idle" else half_sent_connections)(port_of(server.base), 500)
     try:
         latencies(server.base, "/healthz", 1, timeout=30)  # accepted in order: all 500 are in
         loaded = latencies(server.base, path, 50, timeout=30)
         measured_within = time.monotonic() - opened
-        assert set(loaded.statuses) == {200}
-        assert loaded.p99 <= allowed(baseline.p99), (loaded.p99, baseline.p99)
+        assert set(loaded.statuses) == {200}  # how fast: benchmarks/security/serve_abuse.py
         if measured_within < IDLE * 0.8:  # measured while all 500 were still open
             assert all_closed(socks) == 0
         wait_until(lambda: all_closed(socks) == 500, IDLE + 60, f"the server closing 500 {kind} connections")
@@ -423,14 +420,16 @@ def test_a_request_head_sent_a_byte_at_a_time_is_closed_at_its_deadline(
     sock = connect(port_of(server.base))
     started = time.monotonic()
     try:
+        # A byte every half second: the head would be whole after about 25 s. The server
+        # closes it at its deadline, while bytes still arrive, not when the head is whole.
         for index in range(len(head) - 2):  # never the last CRLF
-            if all_closed([sock]) or time.monotonic() - started > IDLE + 60:
+            if all_closed([sock]):
                 break
             sock.sendall(head[index:index + 1])
             due = started + 0.5 * (index + 1)
             wait_until(lambda due=due: time.monotonic() > due, 5, "the next byte's time")
         assert all_closed([sock]) == 1, "a trickled head was never closed"
-        assert IDLE * 0.9 <= time.monotonic() - started <= IDLE + 60
+        assert time.monotonic() - started >= IDLE * 0.9  # not before its deadline
     except (BrokenPipeError, ConnectionResetError):
         pass  # closed while sending: what is asserted
     finally:
@@ -579,14 +578,17 @@ def test_a_remembered_client_stays_fast_while_20_clients_guess_passwords(
         auth_server: tuple[Serve, Path]) -> None:
     server, _ = auth_server
     path, authorization = f"/files/{GOOD_WHEEL}", basic("ci", PASSWORD)
-    baseline = latencies(server.base, path, 50, authorization)
+    assert set(latencies(server.base, path, 50, authorization).statuses) == {200}
     # Twenty guessers from twenty addresses: each gets its free failures, so the hash
     # processes are kept busy.
     with guessing(server.base, "/simple/", 20, sources=[f"127.0.4.{n}" for n in range(1, 21)]) as guessers:
         wait_until(lambda: guessers.sent >= 1, 60, "the first wrong password answered")
         loaded = latencies(server.base, path, 50, authorization, timeout=30)
+        guessing_throughout = guessers.guessing
+    # Every request of the remembered client answered while twenty guesses were out at
+    # every moment. How fast: the benchmark benchmarks/security/serve_abuse.py.
     assert set(loaded.statuses) == {200}
-    assert loaded.p99 <= allowed(baseline.p99), (loaded.p99, baseline.p99)
+    assert guessing_throughout, "a guesser stopped while the client was measured"
 
 
 @pytest.fixture(scope="module")
@@ -606,12 +608,23 @@ def cheap_hash_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serv
 def test_repeated_wrong_passwords_from_one_address_are_slowed(cheap_hash_server: Serve) -> None:
     server = cheap_hash_server
     tries = [_one_wrong_password(server, "ci", "127.0.3.1") for _ in range(9)]
-    # Five free failures, then 0.25, 0.5, 1 and 2 s of waiting before each check.
+    # Five free failures, then 0.25, 0.5, 1 and 2 s of waiting before each check (lower
+    # bounds: a busy machine only adds to them).
     assert all(tries[5 + n] >= wait for n, wait in enumerate((0.25, 0.5, 1.0, 2.0))), tries
-    assert tries[8] - min(tries[:5]) >= 1.5, tries
-    # Other addresses are not slowed: their first failures take what the free ones took.
-    others = [_one_wrong_password(server, "ci", f"127.0.3.{n}") for n in (2, 3, 4)]
-    assert min(others) < tries[8] - 1.0, (tries, others)
+    # Other addresses are not slowed: while the next check of 127.0.3.1 waits its 4 s,
+    # the first failures of three other addresses, sent at the same time, are answered
+    # (401) before it: an order of events, not a duration.
+    answered: list[str] = []
+    slowed = threading.Thread(target=lambda: answered.append(
+        f"127.0.3.1 after {_one_wrong_password(server, 'ci', '127.0.3.1'):.1f} s"))
+    slowed.start()
+    others = [threading.Thread(target=lambda n=n: answered.append(
+        f"127.0.3.{n} after {_one_wrong_password(server, 'ci', f'127.0.3.{n}'):.1f} s")) for n in (2, 3, 4)]
+    for thread in others:
+        thread.start()
+    for thread in [*others, slowed]:
+        thread.join()
+    assert len(answered) == 4 and answered[-1].startswith("127.0.3.1 "), (tries, answered)
     ok = latencies(server.base, "/simple/", 1, basic("ci", PASSWORD), "127.0.3.1")
     assert ok.statuses == [200]  # the right password still works (remembered: no wait)
 

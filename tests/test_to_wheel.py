@@ -1,5 +1,9 @@
 """`kernel-wheels to-wheel`: the contract on every variant form, installs with pip and
-uv, twine, RECORD, reproducibility, atomic and idempotent output, errors."""
+uv, twine, RECORD, reproducibility, atomic and idempotent output, errors; pip and uv take
+releases before snapshot versions unless asked. The command's other tests:
+test_to_wheel_options.py (options and environment), test_to_wheel_inputs.py (odd and hostile
+source trees, metadata.json, versions), test_to_wheel_output.py (the output folder's faults,
+signals), test_to_wheel_hub_faults.py (a faulty Hub)."""
 
 from __future__ import annotations
 
@@ -21,10 +25,12 @@ from wheel.wheelfile import WheelFile
 
 from kernel_wheels import __version__
 from support.contract import CONTRACT, MATRIX
+from support.faults import tally
 from support.helpers import UV, make_venv, read_member, run_cli, torch_wheel
 
 CPU_WHEEL = "img2gray-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
 CUDA_WHEEL = "img2gray-1.1.2+torch214cu130cxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
+CPU = "torch213-cxx11-cpu-x86_64-linux"
 
 
 def sha256(path: Path) -> str:
@@ -348,3 +354,63 @@ def test_unwritable_output_is_one_line(kernel_repo: Path, tmp_path: Path) -> Non
     assert proc.returncode == 2 and "Traceback" not in proc.stderr  # a usage error (issue #33)
     assert proc.stderr.strip().splitlines() == [
         f"kernel-wheels: error: cannot write wheels to {blocker / 'wheels'}: {blocker} is a file, not a folder"]
+
+
+@pytest.fixture(scope="module")
+def mixed_wheels(kernel_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Folders of CPU wheels: 1.1.1, 1.1.2, the snapshot of the later build on branch v1
+    (1.1.2.post0.dev20260103000000), and 1.1.3 (a release tagged after it); and the same
+    without 1.1.3."""
+    work = tmp_path_factory.mktemp("mixed")
+    clone = work / "img2gray"
+    subprocess.run(["git", "clone", "-q", str(kernel_repo), str(clone)], check=True)
+    subprocess.run(["git", "-C", str(clone), "branch", "v1", "origin/v1"], check=True)
+    date = {"GIT_AUTHOR_DATE": "1767484800 +0000", "GIT_COMMITTER_DATE": "1767484800 +0000",  # 2026-01-04
+            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run(["git", "-C", str(clone), "checkout", "-q", "v1"], check=True)
+    (clone / "README.md").write_text("# img2gray\n\nRelease 1.1.3.\n")
+    subprocess.run(["git", "-C", str(clone), "commit", "-qam", "1.1.3"], check=True, env={**os.environ, **date})
+    subprocess.run(["git", "-C", str(clone), "tag", "v1.1.3"], check=True)
+    every = work / "every"
+    for version in ("1.1.1", "1.1.2", "1.1.3"):
+        run_cli("to-wheel", clone, version, "-o", every, "--variant", CPU)
+    run_cli("to-wheel", clone, "--revision", "v1~1", "-o", every, "--variant", CPU)  # the v1 build before 1.1.3
+    names = sorted(p.name for p in every.iterdir())
+    assert [n.split("-")[1] for n in names] == [
+        "1.1.1+torch213cpucxx11", "1.1.2+torch213cpucxx11", "1.1.2.post0.dev20260103000000+torch213cpucxx11",
+        "1.1.3+torch213cpucxx11"]
+    before = work / "before-1.1.3"
+    before.mkdir()
+    for name in names[:3]:
+        shutil.copy(every / name, before / name)
+    return {"every": every, "before": before}
+
+
+@pytest.mark.parametrize("installer", ["pip", "uv"])
+def test_installers_take_releases_unless_asked_for_snapshots(installer: str, mixed_wheels: dict[str, Path],
+                                                              tmp_path: Path) -> None:
+    python = make_venv(tmp_path / "venv")
+    snapshot = "1.1.2.post0.dev20260103000000"
+    pre = ["--pre"] if installer == "pip" else ["--prerelease", "allow"]
+    cases = [  # (folder, requirement, extra arguments, the version installed)
+        ("every", "img2gray", [], "1.1.3"),
+        ("every", "img2gray", pre, "1.1.3"),  # a snapshot sorts before the next release
+        ("every", "img2gray<1.1.3", [], "1.1.2"),
+        ("every", "img2gray<1.1.3", pre, snapshot),
+        ("every", f"img2gray=={snapshot}", [], snapshot),
+        ("before", "img2gray", [], "1.1.2"),
+        ("before", "img2gray", pre, snapshot),
+    ]
+    for folder, requirement, extra, version in cases:
+        if installer == "pip":
+            cmd = [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--force-reinstall",
+                   "--find-links", str(mixed_wheels[folder]), *extra, requirement]
+        else:
+            cmd = [UV, "pip", "install", "-q", "--python", str(python), "--no-deps", "--no-index", "--reinstall",
+                   "--find-links", str(mixed_wheels[folder]), *extra, requirement]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        installed = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('img2gray'))"],
+                                   capture_output=True, text=True, check=True).stdout.strip()
+        assert installed == f"{version}+torch213cpucxx11", (folder, requirement, extra)
+    tally("cli", inputs=len(cases))

@@ -1,6 +1,10 @@
-"""The variant grammar and the wheel contract's names, tags and requirements."""
+"""The variant grammar and the wheel contract's names, tags and requirements;
+`kernel-wheels variants` takes SOURCE and VERSION as to-wheel does."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 
@@ -8,8 +12,13 @@ from kernel_wheels.errors import UsageError, VariantError
 from kernel_wheels.kernel.variants import parse_variant
 from kernel_wheels.wheel.plan import TagOptions, plan_wheel
 from support.contract import CONTRACT
+from support.faults import one_error_line
+from support.helpers import run_cli
 
 # variant -> (wheel file name for V=1.1.2, torch requirement, purelib): the contract table.
+
+CPU = "torch213-cxx11-cpu-x86_64-linux"
+CUDA = "torch214-cxx11-cu130-x86_64-linux"
 
 
 @pytest.mark.parametrize("name", sorted(CONTRACT))
@@ -61,3 +70,11 @@ def test_dist_name_changes_distribution_only() -> None:
                       dist_name="acme-img2gray")
     assert plan.filename == "acme_img2gray-1.0-py3-none-any.whl"
     assert plan.project_name == "acme-img2gray"
+
+
+def test_variants_takes_source_and_version_like_to_wheel(kernel_repo: Path) -> None:
+    for args in (["1.1.2"], [">=1.1,<1.1.2"], ["1"], ["--revision", "v1.1.1"]):
+        result = json.loads(run_cli("variants", kernel_repo, *args, "--json").stdout)
+        assert [v["name"] for v in result["variants"]] == [CPU, CUDA], args
+    proc = run_cli("variants", kernel_repo, "9.9.9", check=False)
+    assert one_error_line(proc) == "version 9.9.9 not found; versions that exist: 1.1.1, 1.1.2, 1 (branch v1)"

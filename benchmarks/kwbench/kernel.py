@@ -10,8 +10,8 @@ and a large ``.rodata`` blob (``.incbin`` of real torch-library bytes, see
 ``payload``) standing in for the bulk of a real kernel's device code. A CUDA variant's
 extension also carries real device code for every capability its metadata.json claims
 (nvcc's fat binary of a small kernel in ``.nv_fatbin``), a ROCm variant's a HIP code
-object per claimed target (clang's offload bundle in ``.hip_fatbin``), added as the
-tests' GPU fixtures add them (``tests/support/gpu_stub.py``). It passes
+object per claimed target (clang's offload bundle in ``.hip_fatbin``), compiled and
+added by the tests' own helpers (``tests/support/gpu_builds.py``, ``gpu_stub.py``). It passes
 ``kernel-wheels check`` (manylinux_2_28, abi3, PyInit, the GPU code its claims need)
 like a real build would.
 
@@ -31,7 +31,8 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from tests.support.gpu_stub import device_code, with_real_device_code
+from tests.support.gpu_builds import clang_hip_bundle, nvcc_fatbin
+from tests.support.gpu_stub import add_section
 
 from .config import KERNEL_NAME, KERNELS, RELEASE, WORK, torch_lib
 from .payload import write_payload
@@ -119,14 +120,15 @@ def compile_extension(dest: Path, name: str, payload_bytes: int, seed: int) -> N
 
 def add_device_code(extension: Path, kind: str) -> None:
     """The device code a ``kind`` (cuda, rocm) build claims (``_ARCHS``), added to
-    ``extension`` in place; compiled once per backend and cached."""
-    archs = _ARCHS[kind]
+    ``extension`` in place; compiled once per backend (nvcc, clang) and cached."""
+    archs = tuple(_ARCHS[kind])
     code = KERNELS / "device-code" / f"{kind}-{'-'.join(archs)}.bin"
     if not code.exists():
-        partial = code.with_name(code.name + ".partial")
-        device_code(kind, archs, partial)
-        partial.rename(code)
-    with_real_device_code(extension, extension, kind, code)
+        scratch = code.with_name(code.name + ".partial")
+        scratch.parent.mkdir(parents=True, exist_ok=True)
+        (nvcc_fatbin if kind == "cuda" else clang_hip_bundle)(scratch, archs)
+        scratch.rename(code)
+    add_section(extension, extension, ".nv_fatbin" if kind == "cuda" else ".hip_fatbin", code)
 
 
 # -- a variant folder -------------------------------------------------------------------

@@ -5,16 +5,47 @@ try:  # written by setuptools-scm from git when the package is built or installe
 except ImportError:  # a source tree that was never built or installed
     __version__ = "0+unknown"
 
-# The typed Python API (the CLI is a thin layer over these). Imported on first use, so
-# that `kernel-wheels build` on a machine with torch needs none of the checkers' libraries.
+# The typed Python API (docs/api.md): every command's entry point and the values it takes
+# and gives; the CLI is a thin layer over these. Imported on first use, so that
+# `kernel-wheels build` on a machine with torch needs none of the checkers' libraries.
+# "module" gives the attribute of the same name; "module:attribute" another one (the
+# package's folders are named mirror/ and install/, so their functions go by longer names).
 _API = {
-    "CheckReport": "checks", "check_wheel": "checks",
-    "ConversionResult": "convert.pipeline", "ConvertOptions": "convert.pipeline",
-    "WheelResult": "convert.pipeline", "to_wheels": "convert.pipeline",
+    # to-wheel
+    "to_wheels": "convert.pipeline", "ConvertOptions": "convert.pipeline",
+    "ConversionResult": "convert.pipeline", "WheelResult": "convert.pipeline",
     "TagOptions": "wheel.plan", "VariantFilter": "kernel.selection",
-    "KernelSource": "sources", "open_source": "sources", "Variant": "kernel.variants",
-    "parse_variant": "kernel.variants", "VersionRequest": "kernel.versions",
-    "parse_request": "kernel.versions",
+    "open_source": "sources", "KernelSource": "sources",
+    "parse_request": "kernel.versions", "VersionRequest": "kernel.versions",
+    "NetworkSettings": "network",
+    "read_lock": "locked.lockfile", "convert_locked": "locked.pipeline",
+    "LockedConversion": "locked.pipeline", "write_conversion_pylocks": "locked.pylock",
+    # variants, versions
+    "list_variants": "sources.variant_list", "VariantList": "sources.variant_list",
+    "Variant": "kernel.variants", "parse_variant": "kernel.variants",
+    "list_versions": "sources.releases", "KernelVersion": "sources.releases",
+    # check, verify
+    "check_wheel": "checks", "check_wheels": "checks", "CheckReport": "checks",
+    "wheels_in": "checks.paths", "wheels_under": "checks.paths",
+    "verify_wheels": "checks.provenance", "ProvenanceResult": "checks.provenance",
+    "verify_installed": "install.provenance",
+    "Policy": "provenance.policy", "PolicyOptions": "provenance.policy",
+    # index, yank, publish
+    "build_site": "site.build", "yank_release": "site.build", "SiteResult": "site.build",
+    "publish": "remote.publish", "PublishOutcome": "remote.publish",
+    "resolve_repository": "remote.credentials", "Repository": "remote.credentials",
+    # install, local-kernels
+    "install_kernel": "install.core:install", "install_kernels": "install.core:install_many",
+    "InstallOptions": "install.core", "InstallResult": "install.core",
+    "IndexFlags": "remote.index_settings", "index_settings": "remote.index_settings:resolve",
+    "installed_kernels": "install.installed", "local_kernels_value": "install.installed",
+    "unmet_pins": "install.installed",
+    # mirror, serve, build
+    "mirror_kernels": "mirror.pipeline:mirror", "MirrorOptions": "mirror.pipeline",
+    "MirrorResult": "mirror.pipeline", "open_target": "mirror.pipeline",
+    "HubLister": "mirror.listing", "mirror_listings": "mirror.listing:gather",
+    "run_server": "serve.server", "ServeSettings": "serve.settings", "parse_kernels": "serve.settings",
+    "build": "building.pipeline", "BuildOptions": "building.pipeline", "BuildReport": "building.pipeline",
 }
 __all__ = sorted(_API)
 
@@ -23,5 +54,6 @@ def __getattr__(name: str) -> object:
     if name in _API:
         import importlib
 
-        return getattr(importlib.import_module(f".{_API[name]}", __name__), name)
+        module, _, attribute = _API[name].partition(":")
+        return getattr(importlib.import_module(f".{module}", __name__), attribute or name)
     raise AttributeError(f"module 'kernel_wheels' has no attribute {name!r}")

@@ -22,12 +22,14 @@ import threading
 import time
 import zipfile
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from types import TracebackType
 from urllib.parse import urlsplit
 
 from kernel_wheels.checks import check_wheel
+
+from .http_server import LoopbackServer
 
 STAGING_GLOB = ".kernel-wheels-*"
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
@@ -44,7 +46,8 @@ class Rule:
     ``truncate`` (announce the whole body, send half, close cleanly), ``short`` (a file
     shorter than the real one, announced consistently by HEAD and GET), ``flip`` (the whole
     body with one byte changed), ``stall`` (accept,
-    never answer), ``stall_body`` (answer, send half the body, then stall).
+    never answer), ``stall_body`` (answer, send half the body, then stall), ``slow`` (the
+    whole body, 1 kB every ``every`` seconds; how each such transfer ended is recorded).
     ``times``: applied to that many matching requests, then requests pass (None: always).
     """
 
@@ -53,6 +56,7 @@ class Rule:
     times: int | None = None
     status: int = 500
     headers: dict[str, str] = field(default_factory=dict)
+    every: float = 0.05
     hits: int = 0
 
     def take(self, line: str) -> bool:
@@ -64,6 +68,16 @@ class Rule:
         return True
 
 
+@dataclass(frozen=True)
+class SlowTransfer:
+    """How a ``slow`` answer ended: ``finished`` (every byte sent), ``client left`` (a
+    write failed: the client closed the connection) or ``released`` (the test ended it)."""
+
+    sent: int
+    total: int
+    how: str
+
+
 class FaultProxy:
     """A threaded HTTP proxy on 127.0.0.1 in front of ``upstream`` (None: every request
     that no rule catches gets a 503; use it to record requests)."""
@@ -73,43 +87,22 @@ class FaultProxy:
         self.rules: list[Rule] = []
         self.log: list[tuple[str, str]] = []  # ("METHOD /path", what happened)
         self.authorization: list[str] = []  # the Authorization header of every request
+        self.slow_transfers: list[SlowTransfer] = []  # how each "slow" answer ended
+        self.slow_sent = 0  # bytes of the "slow" answer under way sent so far
         self.release = threading.Event()  # ends every stall
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-        self.port = port
+        self._server = LoopbackServer(_handler(self), port=port or None)
 
     # -- lifecycle --------------------------------------------------------------------
     def up(self) -> FaultProxy:
         """Start listening (again, on the same port after :meth:`down`)."""
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self) -> None:  # noqa: N802
-                proxy._handle(self)
-
-            do_HEAD = do_POST = do_GET  # noqa: N815
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        server.daemon_threads = True
-        self.port = server.server_address[1]
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
-        self._thread.start()
+        self._server.start()
         return self
 
     def down(self) -> None:
         """Stop listening: a connection to the port is refused, as to a server that is down."""
         self.release.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        self._server.stop()
         self.release = threading.Event()
 
     def __enter__(self) -> FaultProxy:
@@ -120,13 +113,17 @@ class FaultProxy:
         self.down()
 
     @property
+    def port(self) -> int:
+        return self._server.port
+
+    @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self._server.endpoint
 
     # -- rules ------------------------------------------------------------------------
     def add(self, pattern: str, fault: str, *, times: int | None = None, status: int = 500,
-            headers: dict[str, str] | None = None) -> Rule:
-        rule = Rule(re.compile(pattern), fault, times, status, headers or {})
+            headers: dict[str, str] | None = None, every: float = 0.05) -> Rule:
+        rule = Rule(re.compile(pattern), fault, times, status, headers or {}, every)
         with self._lock:
             self.rules.append(rule)
         return rule
@@ -173,16 +170,9 @@ class FaultProxy:
         status, headers, body = self._forward(h.command, h.path, dict(h.headers), request_body)
         if rule is not None and rule.fault == "short" and h.command == "HEAD":
             body = self._forward("GET", h.path, dict(h.headers), None)[2]  # to know its size
-        if rule is not None and rule.fault == "slow":  # a slow link: 1 kB every 50 ms
+        if rule is not None and rule.fault == "slow":  # a slow link: 1 kB every ``every`` s
             self._answer(h, status, headers, b"", len(body), finish=False)
-            for start in range(0, len(body), 1024):
-                if self.release.wait(0.05):
-                    return
-                try:
-                    h.wfile.write(body[start:start + 1024])
-                    h.wfile.flush()
-                except OSError:
-                    return  # the client gave up
+            self._record(self._slow(h, body, rule.every), len(body))
             return
         if rule is None or rule.fault not in ("cut", "truncate", "stall_body", "short", "flip") \
                 or len(body) < 2 and h.command != "HEAD":
@@ -206,6 +196,26 @@ class FaultProxy:
             _reset(h.connection)
         elif rule.fault == "stall_body":
             self.release.wait(120)
+
+    def _slow(self, h: BaseHTTPRequestHandler, body: bytes, every: float) -> tuple[int, str]:
+        """Send ``body`` 1 kB at a time; (bytes sent, how it ended)."""
+        release, sent = self.release, 0
+        self.slow_sent = 0
+        for start in range(0, len(body), 1024):
+            if release.wait(every):
+                return sent, "released"
+            try:
+                h.wfile.write(body[start:start + 1024])
+                h.wfile.flush()
+            except OSError:
+                return sent, "client left"  # the client gave up
+            sent += len(body[start:start + 1024])
+            self.slow_sent = sent
+        return sent, "finished"
+
+    def _record(self, outcome: tuple[int, str], total: int) -> None:
+        with self._lock:
+            self.slow_transfers.append(SlowTransfer(outcome[0], total, outcome[1]))
 
     def _forward(self, method: str, path: str, headers: dict[str, str],
                  body: bytes | None) -> tuple[int, dict[str, str], bytes]:
@@ -241,6 +251,21 @@ class FaultProxy:
             h.wfile.flush()
         except OSError:
             pass  # the client gave up first
+
+
+def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:  # noqa: N802
+            proxy._handle(self)
+
+        do_HEAD = do_POST = do_GET  # noqa: N815
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    return Handler
 
 
 def _length(headers: dict[str, str], body: bytes) -> int:

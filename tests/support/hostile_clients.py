@@ -223,6 +223,11 @@ class Guessers:
             with self._lock:
                 self.sent += 1
 
+    @property
+    def guessing(self) -> bool:
+        """Whether every thread still guesses (each has a request out at every moment)."""
+        return not self.stop.is_set() and all(thread.is_alive() for thread in self._threads)
+
     def close(self) -> None:
         self.stop.set()
         for thread in self._threads:

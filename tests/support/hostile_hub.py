@@ -21,8 +21,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from .http_server import LoopbackServer
 
 REPO = "evil/kernel"
 COMMIT = "c0ffee" + "0" * 34
@@ -131,12 +133,12 @@ class HostileHub:
         self.answers = 0
         self.release = threading.Event()  # ends every trickle at once
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
+        self._server = LoopbackServer(self.handler())
 
     @property
     def endpoint(self) -> str:
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        assert self._server.running
+        return self._server.endpoint
 
     def reset(self, repo: Repo | None = None) -> None:
         with self._lock:
@@ -213,15 +215,11 @@ class HostileHub:
         return Handler
 
     def start(self) -> None:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server.start()
 
     def stop(self) -> None:
         self.release.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+        self._server.stop()
 
 
 @contextmanager

@@ -9,13 +9,14 @@ from __future__ import annotations
 import base64
 import html
 import json
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from .http_server import LoopbackServer
 
 USER = "ci-bot"
 PASSWORD = "s3cr&t/Pass+word=42"
@@ -43,13 +44,18 @@ Route = Callable[["Handler"], None]
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: _Server
+
+    @property
+    def index(self) -> HostileIndex:
+        """The server's owner: its routes, what it has seen, whether it is stopping."""
+        index: HostileIndex = self.server.owner  # type: ignore[attr-defined]
+        return index
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's name)
         pass
 
     def _dispatch(self) -> None:
-        index = self.server.index
+        index = self.index
         path = self.path.split("?", 1)[0]
         index.seen.append(Seen(self.command, path, self.headers.get("Host", ""),
                                self.headers.get("Authorization")))
@@ -76,21 +82,6 @@ class Handler(BaseHTTPRequestHandler):
         return self.rfile.read(length)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, index: HostileIndex) -> None:
-        self.index = index  # before binding: server_bind reads it
-        super().__init__(("127.0.0.1", 0), Handler)
-
-    def server_bind(self) -> None:
-        if self.index.small_receive_buffer:
-            # Inherited by accepted sockets: an upload fills the buffers quickly and
-            # then moves only as fast as the route reads.
-            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        super().server_bind()
-
-
 class HostileIndex:
     """The server; ``routes`` maps a path (no query) to its route, anything else is
     404. Use as a context manager: it listens on 127.0.0.1 until the block ends."""
@@ -98,22 +89,24 @@ class HostileIndex:
     def __init__(self, small_receive_buffer: bool = False) -> None:
         self.routes: dict[str, Route] = {}
         self.seen: list[Seen] = []
-        self.small_receive_buffer = small_receive_buffer
         self.stopping = threading.Event()
-        self._server = _Server(self)
-        self.port = self._server.server_address[1]
-        self.base = f"http://127.0.0.1:{self.port}/"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._server = LoopbackServer(Handler, owner=self, receive_buffer=4096 if small_receive_buffer else None)
+
+    @property
+    def port(self) -> int:
+        return self._server.port
+
+    @property
+    def base(self) -> str:
+        return self._server.base
 
     def __enter__(self) -> HostileIndex:
-        self._thread.start()
+        self._server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stopping.set()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
+        self._server.stop()
 
     def url(self, path: str, host: str = "127.0.0.1") -> str:
         return f"http://{host}:{self.port}{path}"
@@ -178,7 +171,7 @@ def trickle(body: bytes, every: float = 0.05, headers_too: bool = False) -> Rout
             handler.wfile.write(head)
             handler.wfile.flush()
         stream = body if not headers_too else head + body
-        stopping = handler.server.index.stopping
+        stopping = handler.index.stopping
         try:
             for index in range(len(stream)):
                 if stopping.wait(every):
@@ -201,7 +194,7 @@ def endless(byte: bytes = b"<", every: float = 0.05) -> Route:
         handler.send_header("Connection", "close")
         handler.end_headers()
         handler.wfile.flush()
-        stopping = handler.server.index.stopping
+        stopping = handler.index.stopping
         try:
             while not stopping.wait(every):
                 handler.wfile.write(byte)
@@ -222,7 +215,7 @@ def paced(body: bytes, per_second: int) -> Route:
         handler.send_header("Content-Length", str(len(body)))
         handler.end_headers()
         step = max(1, per_second // 10)
-        stopping = handler.server.index.stopping
+        stopping = handler.index.stopping
         try:
             for start in range(0, len(body), step):
                 if stopping.wait(0.1):
@@ -248,7 +241,7 @@ def huge(size: int, declared: int | None = None) -> Route:
         block = b"<a href='x'>" * 8192
         try:
             sent = 0
-            while sent < size and not handler.server.index.stopping.is_set():
+            while sent < size and not handler.index.stopping.is_set():
                 handler.wfile.write(block)
                 sent += len(block)
         except OSError:
@@ -264,7 +257,7 @@ def slow_reader(every: float = 0.1, chunk: int = 1024) -> Route:
 
     def route(handler: Handler) -> None:
         left = int(handler.headers.get("Content-Length") or 0)
-        stopping = handler.server.index.stopping
+        stopping = handler.index.stopping
         try:
             while left > 0:
                 if stopping.wait(every):

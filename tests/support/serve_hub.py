@@ -36,8 +36,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from .http_server import LoopbackServer
 
 LAST_MODIFIED = "2025-06-01T12:00:00.000Z"
 _API = re.compile(r"/api/(?:kernels|models)/(?P<repo>[^/]+/[^/]+)/(?P<kind>refs|tree|revision)"
@@ -97,7 +99,7 @@ class HostileHub:
         self.release = threading.Event()
         self.trickle_interval = 0.2
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
+        self._server = LoopbackServer(_handler(self))
 
     # -- set-up ----------------------------------------------------------------------
     def add(self, repo_id: str, repo: HubRepo) -> HubRepo:
@@ -112,8 +114,8 @@ class HostileHub:
 
     @property
     def endpoint(self) -> str:
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        assert self._server.running
+        return self._server.endpoint
 
     def count(self, pattern: str) -> int:
         """Requests so far whose ``"METHOD /path"`` matches ``pattern``."""
@@ -122,31 +124,12 @@ class HostileHub:
 
     # -- running ---------------------------------------------------------------------
     def __enter__(self) -> HostileHub:
-        hub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self) -> None:  # noqa: N802
-                hub._handle(self, body=True)
-
-            def do_HEAD(self) -> None:  # noqa: N802
-                hub._handle(self, body=False)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        server.daemon_threads = True
-        self._server = server
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self._server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.release.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+        self._server.stop()
 
     # -- answers ---------------------------------------------------------------------
     def _handle(self, h: BaseHTTPRequestHandler, body: bool) -> None:
@@ -271,6 +254,22 @@ def _json(value: object) -> tuple[int, str, bytes, dict[str, str]]:
 
 def _not_found(code: str) -> tuple[int, str, bytes, dict[str, str]]:
     return 404, "application/json", json.dumps({"error": code}).encode(), {"X-Error-Code": code}
+
+
+def _handler(hub: HostileHub) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:  # noqa: N802
+            hub._handle(self, body=True)
+
+        def do_HEAD(self) -> None:  # noqa: N802
+            hub._handle(self, body=False)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    return Handler
 
 
 @contextmanager

@@ -105,6 +105,19 @@ class BuildReport:
         reasons = "; ".join(f"{', '.join(b)}: {m}" for m, b in by_reason.items())
         return f"nothing to build for {self.kernel} in this environment ({reasons})"
 
+    def raise_for_failures(self) -> None:
+        """:class:`BuildError` when a backend failed (one backend's whole message when it
+        was the only one tried; else each one's first line, then the compiler output), or
+        when nothing was built."""
+        if self.failed:
+            if len(self.failed) == 1 and not self.built:
+                raise BuildError(self.failed[0].message)
+            raise BuildError("; ".join(f"{r.backend}: {r.message.splitlines()[0]}" for r in self.failed)
+                             + "\n" + "\n".join(line for r in self.failed
+                                                for line in r.message.splitlines()[1:]))
+        if not self.built:
+            raise BuildError(self.nothing_built())
+
 
 def source_hash(config: BuildConfig) -> str:
     """7 hex digits identifying the source tree: the ops namespace differs per source."""

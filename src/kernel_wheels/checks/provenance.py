@@ -9,8 +9,10 @@ signed: it is what the Hub answered when the wheel was made, taken as recorded."
 from __future__ import annotations
 
 import tempfile
-from dataclasses import replace
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from ..errors import ProvenanceError
 from ..kernel.digest import is_digested
@@ -84,3 +86,35 @@ def verify_wheel(path: Path, policy: Policy) -> tuple[list[Finding], Verificatio
     record_failures = [f for f in facts.findings if f.status is Status.FAIL]
     findings, now = check_provenance(facts, policy)
     return record_failures + findings, now
+
+
+@dataclass(frozen=True)
+class ProvenanceResult:
+    """What ``verify`` reports of one wheel, or of one kernel installed in a Python."""
+
+    #: The wheel's file name, or the installed distribution's name.
+    target: str
+    path: Path
+    #: Why it does not pass (empty: it passes).
+    failures: tuple[str, ...]
+    #: What verifies now (None when nothing could be verified).
+    verification: Verification | None
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "path": str(self.path), "passed": self.passed,
+                "failures": list(self.failures),
+                "provenance": self.verification.to_dict() if self.verification else None}
+
+
+def verify_wheels(paths: Iterable[Path], policy: Policy) -> list[ProvenanceResult]:
+    """``kernel-wheels verify WHEEL...``: each wheel's provenance under ``policy``, offline."""
+    results = []
+    for wheel in paths:
+        findings, now = verify_wheel(wheel, policy)
+        failures = tuple(f.message for f in findings if f.status is Status.FAIL)
+        results.append(ProvenanceResult(wheel.name, wheel, failures, now))
+    return results

@@ -11,6 +11,7 @@ class Status(Enum):
     PASS = "pass"
     FAIL = "fail"
     NOT_VERIFIED = "not verified"  # could not be checked here; never counted as passed
+    INFO = "info"  # a note on something that holds (a claim spelled differently from the code)
 
 
 @dataclass(frozen=True)

@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
-from .common import positive_int, writable_folder
+from .common import Commands, add_command, positive_int, writable_folder
 
 
-def register(commands: Any) -> argparse.ArgumentParser:
-    bd: argparse.ArgumentParser = commands.add_parser(
-        "build", help="compile a kernel-builder source tree for this environment's torch",
+def register(commands: Commands) -> argparse.ArgumentParser:
+    bd = add_command(
+        commands, "build", help="compile a kernel-builder source tree for this environment's torch",
         description="Compile a kernel-builder source tree (build.toml) for the torch of the "
                     "running Python, as kernel-builder builds it: every backend build.toml lists "
                     "(cpu always; cuda when torch is a CUDA build and nvcc exists; noarch "
                     "kernels for every backend), each one independently. Writes "
                     "OUT/build/<variant>/ in the Hub's layout. Unchanged files are not compiled "
                     "again. Exit 0 when every backend built or was skipped, 1 when one failed.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n  kernel-wheels build sample-kernel -o out/build-output\n"
                "  kernel-wheels build ./my-kernel -o out --backend cuda --arch 9.0\n"
                "  TORCH_CUDA_ARCH_LIST='8.0;9.0+PTX' kernel-wheels build ./my-kernel -o out -j 8\n"
@@ -48,7 +46,6 @@ def register(commands: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     writable_folder(args.output_dir, "-o")  # before any work (a build takes minutes)
     from ..building.pipeline import BuildOptions, build
-    from ..errors import BuildError
 
     options = BuildOptions(tuple(args.backend), args.jobs or None, tuple(args.arch),
                            manylinux=not args.no_manylinux, target_arch=args.target_arch)
@@ -58,12 +55,5 @@ def run(args: argparse.Namespace) -> int:
     counts = {s: sum(r.status == s for r in report.results) for s in ("built", "skipped", "failed")}
     args.progress(f"{report.kernel}: {counts['built']} built, {counts['skipped']} skipped, "
                   f"{counts['failed']} failed")
-    if report.failed:
-        if len(report.failed) == 1 and not report.built:
-            raise BuildError(report.failed[0].message)
-        raise BuildError("; ".join(f"{r.backend}: {r.message.splitlines()[0]}" for r in report.failed)
-                         + "\n" + "\n".join(line for r in report.failed
-                                            for line in r.message.splitlines()[1:]))
-    if not report.built:
-        raise BuildError(report.nothing_built())
+    report.raise_for_failures()
     return 0

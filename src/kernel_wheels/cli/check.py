@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
-from .common import add_policy, policy, positive_int
+from .common import Commands, add_command, add_policy, policy, positive_int
 
 
-def register(commands: Any) -> argparse.ArgumentParser:
-    ck: argparse.ArgumentParser = commands.add_parser(
-        "check", help="check wheels against everything their names claim",
+def register(commands: Commands) -> argparse.ArgumentParser:
+    ck = add_command(
+        commands, "check", help="check wheels against everything their names claim",
         description="Check RECORD hashes, METADATA and WHEEL, manylinux symbol versions "
                     "(torch's libraries excluded), architecture, RPATH, PyInit, the limited "
                     "API, metadata.json digests, and provenance: each variant's Sigstore "
@@ -20,7 +19,6 @@ def register(commands: Any) -> argparse.ArgumentParser:
                     "Exit status: 0 every wheel passed; "
                     "1 a wheel failed a check; 2 a usage error (bad option, a path that does "
                     "not exist, a folder without wheels).",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n  kernel-wheels check dist/*.whl\n  kernel-wheels check dist/   "
                "# every wheel in the folder\n  kernel-wheels check --json "
                "img2gray-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl\n")
@@ -34,27 +32,11 @@ def register(commands: Any) -> argparse.ArgumentParser:
     return ck
 
 
-def _wheels(paths: list[Path]) -> list[Path]:
-    from ..errors import UsageError
-
-    found = []
-    for path in paths:
-        if path.is_dir():
-            inside = sorted(path.glob("*.whl"))
-            if not inside:
-                raise UsageError(f"{path} is a folder with no .whl files")
-            found += inside
-        elif path.exists():
-            found.append(path)
-        else:
-            raise UsageError(f"{path} does not exist")
-    return found
-
-
 def run(args: argparse.Namespace) -> int:
     from ..checks import Status, check_wheels
+    from ..checks.paths import wheels_in
 
-    reports = check_wheels(_wheels(args.wheels), jobs=args.jobs, policy=policy(args))
+    reports = check_wheels(wheels_in(args.wheels), jobs=args.jobs, policy=policy(args))
     if args.json:
         print(json.dumps([r.to_dict() for r in reports], indent=2))
     else:

@@ -1,4 +1,5 @@
-"""What several commands share: output helpers and common options."""
+"""What several commands share: output helpers, the common options, and their values
+as the typed options the API takes."""
 
 from __future__ import annotations
 
@@ -6,18 +7,34 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
+
+if TYPE_CHECKING:  # the command line stays light: each command imports what it runs
+    from ..kernel.selection import VariantFilter
+    from ..network import NetworkSettings
+    from ..provenance import Policy
 
 PROG = "kernel-wheels"
+#: What ``register(commands)`` adds its sub-parser to.
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def add_command(commands: Commands, name: str, *, help: str, description: str,
+                epilog: str) -> argparse.ArgumentParser:
+    """A command's sub-parser: its one-line help in ``kernel-wheels --help``, its
+    description, and an epilog of examples kept as written."""
+    return commands.add_parser(name, help=help, description=description,
+                               formatter_class=argparse.RawDescriptionHelpFormatter, epilog=epilog)
+
+
 def print_json_error(args: argparse.Namespace, kind: str, message: str, exit_code: int,
-                     details: dict[str, Any] | None = None) -> None:
+                     details: dict[str, object] | None = None) -> None:
     """With --json, a failure is a JSON object on stdout too, so scripts never parse
     an empty output; ``details`` (what the command found before it failed) go into the
     same document: one document per run, success or failure."""
@@ -25,6 +42,13 @@ def print_json_error(args: argparse.Namespace, kind: str, message: str, exit_cod
         print(json.dumps({**(details or {}),
                           "error": {"type": kind, "message": message, "exit_code": exit_code}},
                          indent=2))
+
+
+def print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
+    """A table on stdout: columns as wide as their widest cell, two spaces apart."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
 def writable_folder(path: Path, option: str) -> None:
@@ -84,7 +108,20 @@ def add_filters(parser: argparse.ArgumentParser) -> None:
                        help="only this OS: linux, darwin, windows (repeatable)")
 
 
-def filters(args: argparse.Namespace) -> Any:
+def add_source_options(parser: argparse.ArgumentParser, *, filters: bool = False,
+                       policy: bool = False) -> None:
+    """The options of a command that reads a kernel source, in the order --help lists
+    them: the variant selection (``filters``), the Hub repository type, the network, the
+    provenance policy (``policy``)."""
+    if filters:
+        add_filters(parser)
+    add_source(parser)
+    add_network(parser)
+    if policy:
+        add_policy(parser)
+
+
+def filters(args: argparse.Namespace) -> VariantFilter:
     from ..kernel.selection import VariantFilter
 
     return VariantFilter(tuple(args.variant), tuple(args.torch), tuple(args.backend),
@@ -106,7 +143,7 @@ def add_network(parser: argparse.ArgumentParser) -> None:
                             "(default: $KERNEL_WHEELS_RETRIES or 3)")
 
 
-def network(args: argparse.Namespace) -> Any:
+def network(args: argparse.Namespace) -> NetworkSettings:
     from ..network import NetworkSettings
 
     return NetworkSettings.from_environment(args.timeout, args.retries)
@@ -136,21 +173,9 @@ def add_policy(parser: argparse.ArgumentParser, *, publisher: bool = True) -> No
                            help="accept untrusted publishers anyway (kernels' trust_remote_code=True)")
 
 
-def policy(args: argparse.Namespace) -> Any:
-    from ..provenance.policy import combined, load_policy_file, parse_signer
+def policy(args: argparse.Namespace) -> Policy:
+    from ..provenance.policy import PolicyOptions
 
-    base = load_policy_file(args.policy) if args.policy is not None else None
-    if args.trusted_root is not None and not args.trusted_root.is_file():
-        from ..errors import UsageError
-
-        raise UsageError(f"--trusted-root {args.trusted_root}: no such file")
-    found = combined(base, signers=tuple(parse_signer(s) for s in args.signer),
-                     trusted_root=args.trusted_root, require_signature=args.require_signature,
-                     require_trusted_publisher=getattr(args, "require_trusted_publisher", False),
-                     trust_remote_code=getattr(args, "trust_remote_code", False),
-                     require_clean=args.require_clean)
-    if found.trusted_root is not None and not found.trusted_root.is_file():
-        from ..errors import UsageError
-
-        raise UsageError(f"the policy file's trusted-root {found.trusted_root}: no such file")
-    return found
+    return PolicyOptions(args.policy, tuple(args.signer), args.trusted_root, args.require_signature,
+                         getattr(args, "require_trusted_publisher", False),
+                         getattr(args, "trust_remote_code", False), args.require_clean).resolve()

@@ -9,9 +9,8 @@ anything else. Nothing is kept in step by hand.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from .common import PROG
+from .common import PROG, Commands, add_command
 
 SHELLS = ("bash", "zsh", "fish")
 
@@ -23,12 +22,11 @@ examples:
 """
 
 
-def register(commands: Any) -> argparse.ArgumentParser:
-    cp: argparse.ArgumentParser = commands.add_parser(
-        "completion", help="print the shell completion script (bash, zsh, fish)",
+def register(commands: Commands) -> argparse.ArgumentParser:
+    cp = add_command(
+        commands, "completion", help="print the shell completion script (bash, zsh, fish)",
         description="Print a script that makes the shell complete kernel-wheels' commands "
-                    "and options.",
-        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+                    "and options.", epilog=EPILOG)
     cp.add_argument("shell", choices=SHELLS, help="the shell to complete in")
     return cp
 

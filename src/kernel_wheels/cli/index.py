@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
-from .common import add_policy, policy, positive_int, writable_folder
+from .common import Commands, add_command, add_policy, policy, positive_int, writable_folder
 
 EPILOG = """\
 examples:
@@ -30,13 +29,12 @@ See docs/index-scheme.md.
 """
 
 
-def register(commands: Any) -> argparse.ArgumentParser:
-    ix: argparse.ArgumentParser = commands.add_parser(
-        "index", help="build or update a static package index (a folder any web server serves)",
+def register(commands: Commands) -> argparse.ArgumentParser:
+    ix = add_command(
+        commands, "index", help="build or update a static package index (a folder any web server serves)",
         description="Add wheels to a static Simple-API index: SITE/simple/ with every wheel, "
                     "and one SITE/<target>/simple/ per build target listing only what fits "
-                    "that target. Incremental, atomic, safe to run twice at once.",
-        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+                    "that target. Incremental, atomic, safe to run twice at once.", epilog=EPILOG)
     ix.add_argument("inputs", nargs="*", type=Path, metavar="WHEELS_OR_DIRS",
                     help="wheel files, or folders holding them (not searched recursively)")
     ix.add_argument("-o", "--output", type=Path, required=True, metavar="SITE",

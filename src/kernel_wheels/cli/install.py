@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from .common import add_policy, policy, stderr
+from .common import Commands, add_command, add_policy, policy, stderr
+
+if TYPE_CHECKING:
+    from ..install.core import InstallOptions, InstallResult
 
 EPILOG = """\
 examples:
@@ -40,12 +42,32 @@ kernel-wheels.
 """
 
 
-def register(commands: Any) -> argparse.ArgumentParser:
-    ins: argparse.ArgumentParser = commands.add_parser(
-        "install", help="install the one wheel of a kernel that fits this torch, never changing torch",
+def register(commands: Commands) -> argparse.ArgumentParser:
+    ins = add_command(
+        commands, "install",
+        help="install the one wheel of a kernel that fits this torch, never changing torch",
         description="Choose the kernel wheel that fits a Python environment, as the Hub's "
-                    "loader would, and install it with pip or uv with torch pinned.",
-        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+                    "loader would, and install it with pip or uv with torch pinned.", epilog=EPILOG)
+    _add_what(ins)
+    _add_where(ins)
+    ins.add_argument("--python", type=Path, help="the Python to install into")
+    ins.add_argument("--installer", choices=["pip", "uv"], default="pip",
+                     help="what installs the chosen file into the target Python (default: pip)")
+    ins.add_argument("--gpu-arch", metavar="ARCH",
+                     help="the GPU to install for: a compute capability (9.0) or an AMD target ID "
+                          "(gfx942, gfx942:sramecc+:xnack-) (default: torch's current GPU in the "
+                          "target Python; no GPU: not checked)")
+    ins.add_argument("--dry-run", action="store_true", help="choose and explain, install nothing")
+    ins.add_argument("--json", action="store_true", help="print the decision as JSON on stdout")
+    add_policy(ins)
+    ins.add_argument("--timeout", type=float, metavar="SECONDS",
+                     help="connect timeout, and the window in which each transfer must move "
+                          "64 KiB/s (default: $KERNEL_WHEELS_TIMEOUT or 60)")
+    return ins
+
+
+def _add_what(ins: argparse.ArgumentParser) -> None:
+    """The kernels to install, and which of their builds."""
     ins.add_argument("requirements", nargs="*", metavar="NAME[SPEC]",
                      help="img2gray, img2gray==1.1.2 or 'img2gray>=1.1,<2' (several: each "
                           "chosen, then all installed)")
@@ -61,6 +83,9 @@ def register(commands: Any) -> argparse.ArgumentParser:
     ins.add_argument("--backend", choices=["cpu", "cuda", "rocm", "xpu", "metal"],
                      help="choose builds for this backend instead of torch's own: cpu runs a "
                           "CPU build on a CUDA/ROCm/XPU torch (the kernels library's backend=)")
+
+
+def _add_where(ins: argparse.ArgumentParser) -> None:
     where = ins.add_argument_group("where to look (pip's and uv's options; default: "
                                    "their variables, then pip.conf, then PyPI)")
     where.add_argument("-i", "--index-url", metavar="URL",
@@ -81,35 +106,14 @@ def register(commands: Any) -> argparse.ArgumentParser:
     where.add_argument("--keyring-provider", choices=["auto", "import", "subprocess", "disabled"],
                        help="where index credentials may come from when the URL and ~/.netrc "
                             "have none (default: auto, the keyring package if installed)")
-    ins.add_argument("--python", type=Path, help="the Python to install into")
-    ins.add_argument("--installer", choices=["pip", "uv"], default="pip",
-                     help="what installs the chosen file into the target Python (default: pip)")
-    ins.add_argument("--gpu-arch", metavar="X.Y",
-                     help="the compute capability of the GPU to install for (default: torch's "
-                          "current GPU in the target Python; no GPU: not checked)")
-    ins.add_argument("--dry-run", action="store_true", help="choose and explain, install nothing")
-    ins.add_argument("--json", action="store_true", help="print the decision as JSON on stdout")
-    add_policy(ins)
-    ins.add_argument("--timeout", type=float, metavar="SECONDS",
-                     help="connect timeout, and the window in which each transfer must move "
-                          "64 KiB/s (default: $KERNEL_WHEELS_TIMEOUT or 60)")
-    return ins
-
-
-def _prefix(python: Path | None) -> str | None:
-    """The target environment's prefix, for its pip.conf (pip's "site" configuration)."""
-    if python is None:
-        return os.environ.get("VIRTUAL_ENV")
-    folder = python.absolute().parent.parent
-    return str(folder) if (folder / "pyvenv.cfg").is_file() else None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import NoMatchingWheelError, UsageError
+    from ..errors import UsageError
     from ..install.core import install_many
+    from ..install.report import install_document, unfit
     from ..install.requirements import read_requirements
-    from ..remote.index_settings import IndexFlags, resolve
-    from ..remote.transport import index_timeout
+    from ..remote.index_settings import IndexFlags, environment_prefix, resolve
 
     flags = IndexFlags(args.index_url, tuple(args.extra_index_url), tuple(args.find_links),
                        args.no_index, args.pre, args.cert, args.client_cert, args.keyring_provider)
@@ -118,63 +122,43 @@ def run(args: argparse.Namespace) -> int:
         requirements += read_requirements(path)
     if not requirements:
         raise UsageError("give the kernels to install: NAME[SPEC]..., or -r FILE")
-    settings = resolve(flags, prefix=_prefix(args.python))
-    results = install_many(requirements, settings, python=args.python,
-                           installer=args.installer, dry_run=args.dry_run, progress=args.progress,
-                           timeout=index_timeout(args.timeout), backend=args.backend,
-                           no_deps=args.no_deps, policy=policy(args),
-                           gpu_arch=args.gpu_arch)
-    documents = [{**result.choice.to_dict(), "command": list(result.command),
-                  "index_env": list(result.index_env), "installed": result.installed}
-                 for result in results]
-    # One kernel: its decision is the document, as before; several: a list of them.
-    document: Any = documents[0] if len(documents) == 1 else {"kernels": documents}
-    unfit = [result.choice for result in results if result.choice.chosen is None]
-    if unfit:
-        choice = unfit[0]
-        if choice.gpu is not None and (line := choice.gpu.no_fit()):
-            error = NoMatchingWheelError(f"no wheel of {choice.project} fits: {line}")
-            error.json_details = document
-            raise error
-        for decision in choice.decisions:  # the error's reasons: shown even with -q
-            stderr(f"  rejected {decision.file.filename}: {decision.rejected}")
-        error = NoMatchingWheelError(
-            f"no wheel of {choice.project} fits {choice.environment.describe()}: "
-            f"{len(choice.decisions)} file(s) on the index, each rejected above"
-            + _backend_hint(choice, args.backend) + ("; nothing was installed"
-                                                      if len(requirements) > 1 else ""))
-        error.json_details = document  # one JSON document: the decision and the error
-        raise error
+    settings = resolve(flags, prefix=environment_prefix(args.python))
+    results = install_many(requirements, settings, _options(args), progress=args.progress)
+    refused = unfit(results, backend=args.backend, several=len(requirements) > 1)
+    if refused is not None:
+        for line in refused.rejections:  # the error's reasons: shown even with -q
+            stderr(f"  {line}")
+        raise refused.error
     if args.json:
-        print(json.dumps(document, indent=2))
+        print(json.dumps(install_document(results), indent=2))
     for result in results:
-        choice = result.choice
-        assert choice.chosen is not None
-        if not args.json:
-            print(f"chose {choice.chosen.file.filename}")
-            for line in choice.why:
-                print(f"  why: {line}")
-            for decision in choice.decisions[1:]:
-                if decision.rejected is not None:
-                    print(f"  rejected {decision.file.filename}: {decision.rejected}")
-        if result.installed:
-            args.progress(f"installed {choice.chosen.file.filename}; torch "
-                          f"{choice.environment.torch_version} unchanged (its {result.torch_files} recorded "
-                          "files compared before and after)")
-        else:
-            args.progress("dry run: would run " + " ".join((*result.index_env, *result.command)))
+        _tell(result, args)
     return 0
 
 
-def _backend_hint(choice: Any, backend: str | None) -> str:
-    """A CPU build is there but torch is built for a GPU: say how to take it."""
-    target = choice.environment.target
-    if backend is not None or target is None or target.backend == "cpu":
-        return ""
-    cpu_builds = [d for d in choice.decisions
-                  if d.wheel is not None and d.wheel.variant is not None
-                  and d.wheel.variant.backend == "cpu"]
-    if not cpu_builds:
-        return ""
-    return (f" (a CPU build is there: --backend cpu runs it on this {target.backend_tag} "
-            "torch)")
+def _options(args: argparse.Namespace) -> InstallOptions:
+    from ..install.core import InstallOptions
+    from ..remote.transport import index_timeout
+
+    return InstallOptions(python=args.python, installer=args.installer, dry_run=args.dry_run,
+                          timeout=index_timeout(args.timeout), backend=args.backend,
+                          no_deps=args.no_deps, policy=policy(args), gpu_arch=args.gpu_arch)
+
+
+def _tell(result: InstallResult, args: argparse.Namespace) -> None:
+    """What was chosen and why (stdout, unless --json), and what was done."""
+    choice = result.choice
+    assert choice.chosen is not None
+    if not args.json:
+        print(f"chose {choice.chosen.file.filename}")
+        for line in choice.why:
+            print(f"  why: {line}")
+        for decision in choice.decisions[1:]:
+            if decision.rejected is not None:
+                print(f"  rejected {decision.file.filename}: {decision.rejected}")
+    if result.installed:
+        args.progress(f"installed {choice.chosen.file.filename}; torch "
+                      f"{choice.environment.torch_version} unchanged (its {result.torch_files} recorded "
+                      "files compared before and after)")
+    else:
+        args.progress("dry run: would run " + " ".join((*result.index_env, *result.command)))

@@ -6,7 +6,8 @@ import argparse
 import json
 import shlex
 from pathlib import Path
-from typing import Any
+
+from .common import Commands, add_command
 
 EPILOG = """\
 examples:
@@ -20,13 +21,12 @@ installed folder against its metadata.json digest as it would a download.
 """
 
 
-def register(commands: Any) -> argparse.ArgumentParser:
-    lk: argparse.ArgumentParser = commands.add_parser(
-        "local-kernels", help="print LOCAL_KERNELS for the kernel wheels installed in a Python",
+def register(commands: Commands) -> argparse.ArgumentParser:
+    lk = add_command(
+        commands, "local-kernels", help="print LOCAL_KERNELS for the kernel wheels installed in a Python",
         description="Print the LOCAL_KERNELS value (org/name=/path:...) that makes the kernels "
                     "library's get_kernel load the kernel wheels installed in a Python, from "
-                    "what each wheel records in its dist-info.",
-        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+                    "what each wheel records in its dist-info.", epilog=EPILOG)
     lk.add_argument("--python", type=Path,
                     help="the Python whose wheels to map (default: the activated venv's, else "
                          "the one running kernel-wheels)")
@@ -37,22 +37,15 @@ def register(commands: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import UsageError
     from ..install.installed import installed_kernels, local_kernels_value, unmet_pins
 
     kernels = installed_kernels(args.python)
     if args.json:
         print(json.dumps([kernel.to_dict() for kernel in kernels], indent=2))
         return 0
-    for kernel in kernels:
-        if kernel.repo_id is None:
-            args.progress(f"{kernel.distribution} {kernel.version} was not converted from the Hub: "
-                          "it has no repository id to map")
-        elif ":" in str(kernel.path) or "=" in kernel.repo_id:
-            raise UsageError(f"{kernel.path} holds ':', which LOCAL_KERNELS cannot carry")
+    value = local_kernels_value(kernels, args.progress)
     for line in unmet_pins(kernels):
         args.progress(f"warning: {line}")
-    value = local_kernels_value(kernels)
     if not value:
         args.progress("no kernel wheel from the Hub is installed there")
     print(f"export LOCAL_KERNELS={shlex.quote(value)}" if args.shell else value)

@@ -7,11 +7,24 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..progress import Task, readable_size
-from .common import add_filters, add_network, add_policy, add_source, filters, network, policy, positive_int
+from .common import (
+    Commands,
+    add_command,
+    add_filters,
+    add_source_options,
+    filters,
+    network,
+    policy,
+    positive_int,
+)
 from .progress import TerminalProgress, from_args
+
+if TYPE_CHECKING:
+    from ..mirror.pipeline import MirrorOptions, MirrorResult
+    from ..mirror.progress import Event
 
 EPILOG = """\
 examples:
@@ -41,14 +54,13 @@ cannot yank). See docs/mirror.md.
 """
 
 
-def register(commands: Any) -> argparse.ArgumentParser:
-    mp: argparse.ArgumentParser = commands.add_parser(
-        "mirror", help="keep an index (folder, S3 bucket or index server) in sync with Hub kernels",
+def register(commands: Commands) -> argparse.ArgumentParser:
+    mp = add_command(
+        commands, "mirror", help="keep an index (folder, S3 bucket or index server) in sync with Hub kernels",
         description="Convert every release of the given kernels (repositories, an organisation, "
                     "or a kernels.lock) into a static index in a folder or an S3-compatible "
                     "bucket, or onto an index server; incremental, crash-safe, and split over "
-                    "workers with --shard.",
-        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+                    "workers with --shard.", epilog=EPILOG)
     mp.add_argument("repos", nargs="*", metavar="REPO", help="Hub kernel repositories (org/name)")
     mp.add_argument("--org", action="append", default=[], metavar="ORG",
                     help="every repository of this organisation (repeatable)")
@@ -76,36 +88,20 @@ def register(commands: Any) -> argparse.ArgumentParser:
                     help="wheels produced at once per release, and processes writing pages "
                          "(default: one per CPU)")
     mp.add_argument("--json", action="store_true", help="print one JSON document on stdout")
-    add_source(mp)
-    add_network(mp)
-    add_policy(mp)
+    add_source_options(mp, policy=True)
     return mp
 
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import UsageError
     from ..mirror.listing import HubLister, gather
-    from ..mirror.pipeline import MirrorOptions, mirror, refuse_removals
-    from ..mirror.plan import Shard, VersionSelection
-    from ..mirror.store import is_index_url, open_destination, with_faults
+    from ..mirror.pipeline import check_target, mirror, open_target
 
     if not (args.repos or args.org or args.lock):
         raise UsageError("name what to mirror: REPO ..., --org ORG or --lock FILE")
-    options = MirrorOptions(filters(args), VersionSelection.parse(args.versions, args.newest),
-                            Shard.parse(args.shard, os.environ), args.replace_moved, args.prune, args.dry_run,
-                            args.jobs, policy=policy(args))
-    uploads = None
-    if is_index_url(args.to):
-        if not args.state:
-            raise UsageError(f"--to {args.to}: an index server has no place for the mirror's state; "
-                             "give --state DEST (a folder or s3://BUCKET/PREFIX)")
-        refuse_removals(options)  # before any listing or prompt
-        store = with_faults(open_destination(args.state, "--state", network(args)))
-        uploads = _server_uploads(args.to, prompt=not args.dry_run)
-    elif args.state:
-        raise UsageError("--state is for an index server --to: a folder or bucket keeps its own state")
-    else:
-        store = with_faults(open_destination(args.to, network=network(args)))
+    options = _options(args)
+    check_target(args.to, args.state, options)  # before --timeout and --retries are read
+    store, uploads = open_target(args.to, args.state, options, network(args), prompt=not args.dry_run)
     lister = HubLister(network(args), args.repo_type)
     progress = from_args(args)
     if options.shard.source:  # --shard auto: which part, and from what
@@ -123,14 +119,13 @@ def run(args: argparse.Namespace) -> int:
     return 1 if result.count("refused") else 0
 
 
-def _server_uploads(url: str, *, prompt: bool) -> Any:
-    from ..mirror.uploads import ServerUploads
-    from ..remote.credentials import resolve_repository
-    from ..remote.transport import index_timeout
+def _options(args: argparse.Namespace) -> MirrorOptions:
+    from ..mirror.pipeline import MirrorOptions
+    from ..mirror.plan import Shard, VersionSelection
 
-    # publish's resolution: TWINE_*, the URL's user part, the keyring, a prompt (not in a dry run).
-    repository = resolve_repository(repository_url=url, interactive=None if prompt else False)
-    return ServerUploads(repository, timeout=index_timeout())
+    return MirrorOptions(filters(args), VersionSelection.parse(args.versions, args.newest),
+                         Shard.parse(args.shard, os.environ), args.replace_moved, args.prune,
+                         args.dry_run, args.jobs, policy=policy(args))
 
 
 class _Renderer:
@@ -145,7 +140,7 @@ class _Renderer:
         self.per_repo: dict[str, int] = {}
         self.overall: Task | None = None
 
-    def __call__(self, event: Any) -> None:
+    def __call__(self, event: Event) -> None:
         from ..mirror.progress import ItemDone, Listed, Message, Planned
 
         if isinstance(event, Listed):
@@ -173,7 +168,7 @@ class _Renderer:
             self.overall.finish()
 
 
-def _table(result: Any) -> None:
+def _table(result: MirrorResult) -> None:
     counts = result.to_dict()["counts"]
     rows = [r for r in result.rows if r.status != "skipped"]
     if rows:

@@ -11,9 +11,12 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
 
 from ..progress import SILENT_TASK, Task, Unit
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 MODES = ("auto", "on", "off")
 
@@ -21,7 +24,7 @@ MODES = ("auto", "on", "off")
 class _Bar:
     """A tqdm bar advanced from any thread."""
 
-    def __init__(self, bar: Any, lock: threading.Lock) -> None:
+    def __init__(self, bar: tqdm, lock: threading.Lock) -> None:
         self._bar, self._lock, self._done = bar, lock, False
 
     def advance(self, amount: int = 1) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+
+from .common import Commands, add_command
 
 EPILOG = """\
 examples:
@@ -32,13 +33,12 @@ servers.
 """
 
 
-def register(commands: Any) -> argparse.ArgumentParser:
-    pb: argparse.ArgumentParser = commands.add_parser(
-        "publish", help="check wheels and upload the new ones to a package index",
+def register(commands: Commands) -> argparse.ArgumentParser:
+    pb = add_command(
+        commands, "publish", help="check wheels and upload the new ones to a package index",
         description="Upload wheels to an index server (pypiserver, devpi, Artifactory, "
                     "Nexus...) through the standard upload API, after checking each one and "
-                    "comparing it with what the index already has.",
-        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+                    "comparing it with what the index already has.", epilog=EPILOG)
     pb.add_argument("inputs", nargs="+", type=Path, metavar="WHEELS_OR_DIRS",
                     help="wheel files, or folders whose *.whl files are published")
     pb.add_argument("--repository-url", help="upload URL (default: TWINE_REPOSITORY_URL)")

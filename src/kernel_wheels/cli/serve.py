@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from .common import add_network, add_policy, add_source, policy, stderr
+from .common import Commands, add_command, add_source_options, network, policy, stderr
+
+if TYPE_CHECKING:
+    from ..serve.settings import ServeSettings
 
 # The command line stays light: the server's modules are imported when it runs.
 DEFAULT_TTL = 300.0
@@ -37,13 +41,12 @@ See docs/serve.md.
 """
 
 
-def register(commands: Any) -> argparse.ArgumentParser:
-    sv: argparse.ArgumentParser = commands.add_parser(
-        "serve", help="run a package index that converts Hub kernels into wheels on demand",
+def register(commands: Commands) -> argparse.ArgumentParser:
+    sv = add_command(
+        commands, "serve", help="run a package index that converts Hub kernels into wheels on demand",
         description="Serve Hub kernels as a Simple-API package index (PEP 503/691/658) "
                     "for pip and uv: pages from the Hub's listing, each wheel converted on its "
-                    "first request, checked and cached.",
-        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+                    "first request, checked and cached.", epilog=EPILOG)
     kernels = sv.add_argument_group("kernels (one of them, or both)")
     kernels.add_argument("--kernels", metavar="REPO[,REPO...]",
                          help="Hub repositories to serve, e.g. drbh/img2gray,org/other")
@@ -74,23 +77,8 @@ def register(commands: Any) -> argparse.ArgumentParser:
     sv.add_argument("--unlisted", choices=["fail", "degraded"], default="fail",
                     help="a kernel that cannot be listed at start-up: fail (do not start, the "
                          "default) or degraded (serve the others; /healthz says degraded)")
-    add_source(sv)
-    add_network(sv)
-    add_policy(sv)
+    add_source_options(sv, policy=True)
     return sv
-
-
-def _require_server_stack() -> None:
-    """starlette and uvicorn are the ``serve`` extra, not core dependencies."""
-    import importlib.util
-
-    from ..errors import UsageError
-
-    missing = [name for name in ("starlette", "uvicorn") if importlib.util.find_spec(name) is None]
-    if missing:
-        raise UsageError(f"kernel-wheels serve needs {' and '.join(missing)}: install the "
-                         "serve extra: pip install 'kernel-wheels[serve] @ git+<repository URL>', "
-                         "or pip install '.[serve]' in a clone (README: Install)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,10 +88,10 @@ def run(args: argparse.Namespace) -> int:
         idle_timeout_from_environment,
         parse_kernels,
         parse_size,
+        require_server_stack,
     )
-    from .common import network
 
-    _require_server_stack()
+    require_server_stack()
     network(args)  # --timeout and --retries are checked now, not in the first conversion
     settings = ServeSettings(
         kernels=parse_kernels(args.kernels, args.kernels_file),
@@ -119,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tell_a_person(settings: Any) -> Any:
+def _tell_a_person(settings: ServeSettings) -> Callable[[str], None] | None:
     """On a terminal, one human line beside the JSON log: the URLs to give pip and
     install. A log collector (stderr not a terminal) gets the JSON lines only."""
     import sys
@@ -130,11 +118,8 @@ def _tell_a_person(settings: Any) -> Any:
     def say(base: str) -> None:
         local = base.replace("//0.0.0.0:", "//127.0.0.1:").replace("//[::]:", "//[::1]:")
         names = ", ".join(k.repo_id for k in settings.kernels)
-        from packaging.utils import canonicalize_name
-
         # A Hub repository's wheels are named after the repository (to-wheel's rule).
-        first = canonicalize_name(settings.kernels[0].repo_id.split("/", 1)[1]) \
-            if settings.kernels else "NAME"
+        first = settings.kernels[0].project if settings.kernels else "NAME"
         stderr(f"serving {names} at {local}: kernel-wheels install {first} -i {local}simple/ ; "
                f"pip install {first} --index-url {local}TARGET/simple/ (a machine's target, e.g. "
                "torch213-cxx11-cpu: docs/index-scheme.md); Ctrl-C stops")

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from .common import add_filters, add_network, add_policy, add_source, filters, network, policy, positive_int
+from .common import Commands, add_command, add_source_options, filters, network, policy, positive_int
+
+if TYPE_CHECKING:
+    from ..convert.pipeline import ConvertOptions, WheelResult
+    from ..kernel.versions import VersionRequest
+    from ..network import NetworkSettings
 
 EPILOG = """\
 examples:
@@ -36,13 +42,24 @@ Moving from `kernels to-wheel REPO VERSION`: replace `kernels` with `kernel-whee
 """
 
 
-def register(commands: Any) -> argparse.ArgumentParser:
-    tw: argparse.ArgumentParser = commands.add_parser(
-        "to-wheel", help="convert a kernel's build variants into wheels",
+def register(commands: Commands) -> argparse.ArgumentParser:
+    tw = add_command(
+        commands, "to-wheel", help="convert a kernel's build variants into wheels",
         description="Convert the build variants of a Hub kernel (a Hub repo id, a git "
                     "repository or URL, or a local folder holding build/) into one wheel "
-                    "per variant.",
-        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+                    "per variant.", epilog=EPILOG)
+    _add_what(tw)
+    _add_wheel_options(tw)
+    tw.add_argument("-j", "--jobs", type=positive_int, default=0,
+                    help="wheels produced at once, in worker processes (default: one per CPU)")
+    tw.add_argument("--json", action="store_true",
+                    help="print a JSON result on stdout (a JSON error object on failure)")
+    add_source_options(tw, filters=True, policy=True)
+    return tw
+
+
+def _add_what(tw: argparse.ArgumentParser) -> None:
+    """What to convert: a source at a version, or what a lock pins."""
     tw.add_argument("source", nargs="?",
                     help="Hub repo id (org/name), git repository path or URL, "
                          "or a folder holding build/ or variant folders")
@@ -61,6 +78,10 @@ def register(commands: Any) -> argparse.ArgumentParser:
                          "target, each wheel at FILES_URL/<wheel> with its sha256, for "
                          "`uv pip install -r` (FILES_URL: a kernel-wheels site's "
                          "https://HOST/files/, pypiserver's https://HOST/packages/)")
+
+
+def _add_wheel_options(tw: argparse.ArgumentParser) -> None:
+    """Where the wheels go and what they are made as."""
     tw.add_argument("-o", "--output-dir", type=Path, default=Path("."),
                     help="where to write the wheels (default: current folder)")
     tw.add_argument("--python-version", default="3.9",
@@ -85,42 +106,62 @@ def register(commands: Any) -> argparse.ArgumentParser:
                     help="the Hub repository a folder or git source is published as (default: "
                          "its metadata.json's repo-id, which build writes from build.toml): "
                          "local-kernels maps the installed wheel to it for get_kernel")
-    tw.add_argument("-j", "--jobs", type=positive_int, default=0,
-                    help="wheels produced at once, in worker processes (default: one per CPU)")
-    tw.add_argument("--json", action="store_true",
-                    help="print a JSON result on stdout (a JSON error object on failure)")
-    add_filters(tw)
-    add_source(tw)
-    add_network(tw)
-    add_policy(tw)
-    return tw
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..convert.pipeline import ConvertOptions, to_wheels
-    from ..errors import UsageError
-    from ..kernel.versions import RequestKind, parse_request
+    from ..convert.pipeline import to_wheels
+    from ..kernel.versions import parse_request
     from ..progress import counted
     from ..sources import open_source
-    from ..wheel.plan import TagOptions
+
+    files_url = _pylock_url(args)
+    # Every option is validated before any work; to_wheels checks the output folder before
+    # any network work (opening a source makes no request).
+    request = parse_request(args.version, args.revision) if args.lock is None else None
+    options = _options(args, request)
+    settings = network(args)
+    if args.no_check:
+        args.progress("warning: --no-check: wheels are written WITHOUT checking that they are "
+                      "what their names claim")
+    if request is None:
+        return _run_locked(args, options, settings, files_url)
+    source = open_source(args.source, repo_type=args.repo_type, network=settings, progress=args.progress)
+    result = to_wheels(source, request, options, progress=args.progress)
+    args.progress(f"done: {counted(len(result.wheels), 'wheel')} of {result.source} {result.version} "
+                  f"in {args.output_dir} ({_statuses(result.wheels)})")
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    return 0
+
+
+def _pylock_url(args: argparse.Namespace) -> str | None:
+    """SOURCE or --lock, and --pylock's FILES_URL (checked) with --lock only."""
+    from ..errors import UsageError
 
     if args.lock is not None and (args.source or args.version or args.revision or args.repo_id):
         raise UsageError("--lock converts what the lock pins: give no SOURCE, VERSION, --revision "
                          "or --repo-id")
     if args.pylock is not None and args.lock is None:
         raise UsageError("--pylock goes with --lock: it pins what a kernels.lock converts")
+    files_url = None
     if args.pylock is not None:
         from ..locked.pylock import check_files_url
 
-        args.pylock = check_files_url(args.pylock)
+        files_url = check_files_url(args.pylock)
     if args.lock is None and not args.source:
         raise UsageError("give SOURCE (a Hub repo id, git repository or folder), or --lock PATH")
-    # Every option is validated before any work; to_wheels checks the output folder before
-    # any network work (opening a source makes no request).
-    request = parse_request(args.version, args.revision) if args.lock is None else None
+    return files_url
+
+
+def _options(args: argparse.Namespace, request: VersionRequest | None) -> ConvertOptions:
+    from ..convert.pipeline import ConvertOptions
+    from ..kernel.versions import RequestKind
+    from ..wheel.compression import DEFAULT_LEVEL
+    from ..wheel.plan import TagOptions
+
     given = args.version if request is not None and request.kind is RequestKind.REVISION else None
     auto = args.manylinux_version == "auto"
-    options = ConvertOptions(
+    return ConvertOptions(
         output_dir=args.output_dir,
         tags=TagOptions(args.python_version, "2.28" if auto else args.manylinux_version,
                         args.macos_version),
@@ -131,28 +172,15 @@ def run(args: argparse.Namespace) -> int:
         check=not args.no_check,
         jobs=args.jobs,
         manylinux_auto=auto,
+        compression=DEFAULT_LEVEL if args.compression is None else args.compression,
         variants=args.variants,
         policy=policy(args),
         repo_id=args.repo_id,
-        **({"compression": args.compression} if args.compression is not None else {}),
     )
-    settings = network(args)
-    if args.no_check:
-        args.progress("warning: --no-check: wheels are written WITHOUT checking that they are "
-                      "what their names claim")
-    if args.lock is not None:
-        return _run_locked(args, options, settings)
-    assert request is not None
-    source = open_source(args.source, repo_type=args.repo_type, network=settings, progress=args.progress)
-    result = to_wheels(source, request, options, progress=args.progress)
-    args.progress(f"done: {counted(len(result.wheels), 'wheel')} of {result.source} {result.version} "
-                  f"in {args.output_dir} ({_statuses(result.wheels)})")
-    if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
-    return 0
 
 
-def _run_locked(args: argparse.Namespace, options: Any, settings: Any) -> int:
+def _run_locked(args: argparse.Namespace, options: ConvertOptions, settings: NetworkSettings,
+                files_url: str | None) -> int:
     from ..locked.lockfile import read_lock
     from ..locked.pipeline import convert_locked
     from ..progress import counted
@@ -164,12 +192,10 @@ def _run_locked(args: argparse.Namespace, options: Any, settings: Any) -> int:
                   f"{counted(len(done.results), 'locked kernel')} in "
                   f"{args.output_dir} ({_statuses(done.wheels)})")
     document = done.to_dict()
-    if args.pylock is not None:
-        from ..locked.pylock import LockedWheel, write_pylocks
+    if files_url is not None:
+        from ..locked.pylock import write_conversion_pylocks
 
-        written = write_pylocks([LockedWheel(w.path.name, w.sha256, w.size) for w in done.wheels],
-                                done.wheels[0].path.parent if done.wheels else args.output_dir,
-                                args.pylock)
+        written = write_conversion_pylocks(done, args.output_dir, files_url)
         for path in written:
             args.progress(f"wrote {path} (uv pip install -r {path.name})")
         document["pylock"] = [str(path) for path in written]
@@ -178,7 +204,7 @@ def _run_locked(args: argparse.Namespace, options: Any, settings: Any) -> int:
     return 0
 
 
-def _statuses(wheels: Any) -> str:
+def _statuses(wheels: Sequence[WheelResult]) -> str:
     counts: dict[str, int] = {}
     for wheel in wheels:
         counts[wheel.status] = counts.get(wheel.status, 0) + 1

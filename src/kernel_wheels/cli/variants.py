@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
-from .common import add_filters, add_network, add_source, filters, network
+from .common import Commands, add_command, add_source_options, filters, network, print_table
 
 
-def register(commands: Any) -> argparse.ArgumentParser:
-    va: argparse.ArgumentParser = commands.add_parser(
-        "variants", help="list a kernel's build variants with their parsed fields",
+def register(commands: Commands) -> argparse.ArgumentParser:
+    va = add_command(
+        commands, "variants", help="list a kernel's build variants with their parsed fields",
         description="List the build variants of a kernel at a version, with the fields "
                     "parsed from their names. SOURCE and VERSION work as for to-wheel.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n  kernel-wheels variants drbh/img2gray 1.1.2\n"
                "  kernel-wheels variants drbh/img2gray --revision v1.1.2 --backend cuda\n"
                "  kernel-wheels variants ./img2gray-repo 1 --json\n")
@@ -25,40 +23,32 @@ def register(commands: Any) -> argparse.ArgumentParser:
                          "(branch v1); default: the default branch")
     va.add_argument("--revision", help="branch, tag or commit (default: the default branch)")
     va.add_argument("--json", action="store_true", help="print JSON on stdout")
-    add_filters(va)
-    add_source(va)
-    add_network(va)
+    add_source_options(va, filters=True)
     return va
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..kernel.selection import parse_folders
     from ..kernel.versions import parse_request
     from ..sources import open_source
+    from ..sources.variant_list import list_variants
 
     request = parse_request(args.version, args.revision) \
         if args.version is not None or args.revision is not None else None
     chosen = filters(args)
     source = open_source(args.source, repo_type=args.repo_type, network=network(args),
                          progress=args.progress)
-    revision = source.resolve(request)
-    variants, skipped = parse_folders(source.variant_names(revision))
-    variants = [v for v in variants if chosen.matches(v)]
+    found = list_variants(source, request, chosen)
     if args.json:
-        print(json.dumps({"source": source.display, "revision": revision.to_dict(),
-                          "variants": [v.to_dict() for v in variants],
-                          "not_variants": [{"folder": n, "reason": r} for n, r in skipped]},
-                         indent=2))
+        print(json.dumps(found.to_dict(), indent=2))
         return 0
-    if revision.commit:
-        args.progress(f"{source.display} at {revision.ref} ({revision.commit})")
+    if found.revision.commit:
+        args.progress(f"{found.source} at {found.revision.ref} ({found.revision.commit})")
     header = ("variant", "framework", "version", "backend", "cxx", "arch", "os")
     rows = [(v.name, v.framework, v.framework_version_str or "-",
              f"{v.backend}" + (f" {v.backend_version}" if v.backend_version else ""),
-             v.cxx_abi or "-", v.cpu_arch or "noarch", v.os or "any") for v in variants]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-    for name, reason in skipped:
+             v.cxx_abi or "-", v.cpu_arch or "noarch", v.os or "any") for v in found.variants]
+    print_table(header, rows)
+    for name, reason in found.not_variants:
         args.progress(f"not a variant: build/{name} ({reason})")
     return 0
+

@@ -4,25 +4,22 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
-from .common import add_network, add_source, network
+from .common import Commands, add_command, add_source_options, network, print_table
 
 
-def register(commands: Any) -> argparse.ArgumentParser:
-    ve: argparse.ArgumentParser = commands.add_parser(
-        "versions", help="list a kernel's versions (release tags and major branches)",
+def register(commands: Commands) -> argparse.ArgumentParser:
+    ve = add_command(
+        commands, "versions", help="list a kernel's versions (release tags and major branches)",
         description="List the versions of a kernel: its release tags (vX.Y.Z, what "
                     "`to-wheel REPO X.Y.Z` converts) and major branches (vN, what "
                     "`get_kernel(REPO, version=N)` loads), each with its commit and how many "
                     "build variants it has (like `kernels versions`).",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n  kernel-wheels versions drbh/img2gray\n"
                "  kernel-wheels versions ./img2gray-repo --json\n")
     ve.add_argument("source", help="Hub repo id (org/name), or git repository path or URL")
     ve.add_argument("--json", action="store_true", help="print JSON on stdout")
-    add_source(ve)
-    add_network(ve)
+    add_source_options(ve)
     return ve
 
 
@@ -44,10 +41,7 @@ def run(args: argparse.Namespace) -> int:
     rows = [(v.version, kinds[v.kind] + (" (ambiguous)" if v.rivals else ""), v.ref,
              v.commit[:12], f"{v.variants} variant{'s' if v.variants != 1 else ''}")
             for v in versions]
-    header = ("version", "kind", "ref", "commit", "builds")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    print_table(("version", "kind", "ref", "commit", "builds"), rows)
     for version in versions:
         if version.ambiguity:
             args.progress(f"warning: {version.ambiguity}: to-wheel, serve and mirror refuse it "

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
-from .common import writable_folder
+from .common import Commands, add_command, writable_folder
 
 EPILOG = """\
 examples:
@@ -21,12 +20,11 @@ honours it the same way. Index servers: see `kernel-wheels publish --help`.
 """
 
 
-def register(commands: Any) -> argparse.ArgumentParser:
-    yk: argparse.ArgumentParser = commands.add_parser(
-        "yank", help="yank a release from a static site (PEP 592), or --undo it",
+def register(commands: Commands) -> argparse.ArgumentParser:
+    yk = add_command(
+        commands, "yank", help="yank a release from a static site (PEP 592), or --undo it",
         description="Mark every file of a release in a static site as yanked (PEP 592), "
-                    "with an optional reason, and render its pages again.",
-        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+                    "with an optional reason, and render its pages again.", epilog=EPILOG)
     yk.add_argument("site", type=Path, metavar="SITE", help="the site folder `kernel-wheels index` made")
     yk.add_argument("name", metavar="NAME", help="the project (distribution) name")
     yk.add_argument("version", metavar="VERSION", help="the release, e.g. 1.1.2 (all its builds)")

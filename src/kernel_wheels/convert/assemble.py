@@ -165,7 +165,7 @@ def job_members(job: WheelJob, plan: WheelPlan) -> list[Member]:
         texts[VERIFIED_FILE] = job.verification.text()
     members += [Member(f"{plan.dist_info}/{name}", content=text.encode())
                 for name, text in texts.items()]
-    if job.variant.backend == "cuda" and not job.variant.noarch:
+    if job.variant.backend in ("cuda", "rocm") and not job.variant.noarch:
         # which GPUs the binaries run on, read from them once they are all written
         binaries = [(f.arcname, f.source) for f in job.files if is_binary_name(f.arcname)]
         members.append(gpu_record_member(plan.dist_info, binaries))

@@ -87,6 +87,16 @@ def _gpu_properties(job: WheelJob, cancel: threading.Event | None) -> WheelJob:
     return replace(job, variant_wheel=found) if isinstance(found, VariantWheel) else job
 
 
+def _say_gpu_notes(report: CheckReport, filename: str, say: Progress) -> None:
+    """What the GPU check could not prove, or found spelled differently, in a wheel it
+    passed (metadata.json's archs against what runs where): said, not kept quiet."""
+    from ..checks.report import Status
+
+    for finding in report.findings:
+        if finding.check == "gpu" and finding.status in (Status.INFO, Status.NOT_VERIFIED):
+            say(f"{filename}: {finding.status.value}: [gpu] {finding.message}")
+
+
 def _settled(job: WheelJob, cancel: threading.Event | None) -> WheelJob:
     """The job once every file it packs has arrived (verified, in the cache)."""
     for packed in job.files:
@@ -179,5 +189,7 @@ def _produce(job: WheelJob, plan: WheelPlan, cancel: threading.Event | None,
                     "--manylinux-version auto)")
         raise CheckFailedError(f"{plan.filename} failed its checks and was not written: "
                                f"{report.first_failure()}{hint}")
+    if report is not None:
+        _say_gpu_notes(report, plan.filename, say)
     return ProducedWheel(job.variant, plan.filename, temp, temp.stat().st_size,
                          report)

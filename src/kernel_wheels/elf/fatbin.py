@@ -18,8 +18,14 @@ The flags say 64-bit (0x1), Linux (0x10), compressed with LZ4 (0x2000, nvcc 13's
 ``-compress-mode=speed``) or with zstd (0x8000, its default, which also compresses
 every PTX entry), architecture-specific code (0x100000: ``sm_90a``) and family code
 (0x200000: ``sm_100f``). The architecture is in the header whether or not the payload
-is compressed, so nothing is inflated: a compressed cubin for sm_80 says 80 like a plain
-one (checked against the ELF header of the cubin itself in the tests, built with nvcc 13).
+is compressed: a compressed cubin for sm_80 says 80 like a plain one (checked against the
+ELF header of the cubin itself in the tests, built with nvcc 13).
+
+An architecture counts only where an entry for it holds a kernel (:func:`device_code`,
+:mod:`~kernel_wheels.elf.kernels`): nvcc writes a cubin per ``-gencode`` even for host
+code. So the payloads are read: a plain one in place, a compressed one inflated within
+bounds (:mod:`~kernel_wheels.elf.inflate`), and only until each architecture has shown
+one kernel.
 
 The file comes from whoever published the kernel: every size is checked against the
 section before it is used, the walk only moves forward, and nothing is copied, so a
@@ -31,12 +37,19 @@ from __future__ import annotations
 
 import mmap
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..kernel.gpu_archs import GpuCode, sort_code_names
+from .kernels import EM_CUDA, elf_holds_kernel, ptx_holds_kernel
 from .layout import ElfError
 
-__all__ = ["FATBIN_MAGIC", "FATBIN_SECTIONS", "FatbinEntry", "FatbinError", "gpu_code", "read_fatbin"]
+if TYPE_CHECKING:
+    from .inflate import Budget
+
+__all__ = ["FATBIN_MAGIC", "FATBIN_SECTIONS", "FatbinEntry", "FatbinError", "device_code", "gpu_code",
+           "read_fatbin"]
 
 FATBIN_MAGIC = 0xBA55ED50
 #: The sections nvcc writes fat binaries into: the one the CUDA runtime loads, and the
@@ -45,6 +58,7 @@ LOADED_SECTION, RELOCATABLE_SECTION = ".nv_fatbin", "__nv_relfatbin"
 FATBIN_SECTIONS = (LOADED_SECTION, RELOCATABLE_SECTION)
 
 KIND_PTX, KIND_CUBIN, KIND_LTO_IR = 1, 2, 8
+_RUNNABLE = ("cubin", "ptx")
 FLAG_LZ4, FLAG_ZSTD = 0x2000, 0x8000
 FLAG_ARCH_SPECIFIC, FLAG_FAMILY = 0x100000, 0x200000
 
@@ -68,6 +82,9 @@ class FatbinEntry:
     arch: int  # 90 for 9.0, 100 for 10.0
     suffix: str  # "", "a" (architecture-specific) or "f" (family)
     compression: str | None  # None, "lz4" or "zstd"
+    payload: int = 0  # where its payload starts in the file
+    stored: int = 0  # the payload's bytes as stored (compressed or not)
+    inflated: int = 0  # compressed: the bytes it inflates to, as its header says
 
     @property
     def name(self) -> str:
@@ -78,9 +95,48 @@ class FatbinEntry:
 
 
 def gpu_code(entries: tuple[FatbinEntry, ...]) -> GpuCode:
-    """The cubins and PTX among ``entries`` (LTO-IR and unknown kinds run on no GPU)."""
-    return GpuCode(sort_code_names(e.name for e in entries if e.kind == "cubin"),
-                   sort_code_names(e.name for e in entries if e.kind == "ptx"))
+    """The cubins and PTX among ``entries`` (LTO-IR and unknown kinds run on no GPU),
+    whether or not they hold a kernel."""
+    return _named(e.name for e in entries if e.kind in _RUNNABLE)
+
+
+def device_code(buffer: bytes | mmap.mmap, entries: tuple[FatbinEntry, ...],
+                name: str) -> tuple[GpuCode, GpuCode]:
+    """(the cubins and PTX that hold a kernel, those that hold none) among ``entries``
+    of ``buffer``: a name is looked into until one of its entries shows a kernel."""
+    from .inflate import Budget
+
+    with_kernels: set[str] = set()
+    budget = Budget()
+    for entry in entries:
+        if entry.kind in _RUNNABLE and entry.name not in with_kernels \
+                and _holds_kernel(buffer, entry, name, budget):
+            with_kernels.add(entry.name)
+    without = {e.name for e in entries if e.kind in _RUNNABLE} - with_kernels
+    return _named(with_kernels), _named(without)
+
+
+def _named(names: Iterable[str]) -> GpuCode:
+    names = list(names)
+    return GpuCode(sort_code_names(n for n in names if n.startswith("sm_")),
+                   sort_code_names(n for n in names if n.startswith("compute_")))
+
+
+def _holds_kernel(buffer: bytes | mmap.mmap, entry: FatbinEntry, name: str, budget: Budget) -> bool:
+    what = f"{name}: the {entry.name} {'cubin' if entry.kind == 'cubin' else 'PTX'} of its fat binary"
+    start, end = entry.payload, entry.payload + entry.stored
+    if entry.compression is not None:
+        from .inflate import inflate  # the compression libraries load only when needed
+
+        budget.spend(entry.inflated, what)
+        data: bytes | mmap.mmap = inflate(bytes(buffer[start:end]), entry.compression, entry.inflated,
+                                          what)
+        start, end = 0, len(data)
+    else:
+        data = buffer
+    if entry.kind == "ptx":
+        return ptx_holds_kernel(data, start, end)
+    return elf_holds_kernel(data, start, end, EM_CUDA, what)
 
 
 def read_fatbin(buffer: bytes | mmap.mmap, name: str, start: int = 0,
@@ -141,6 +197,7 @@ def _entry(buffer: bytes | mmap.mmap, offset: int, end: int, name: str) -> tuple
                           "architecture-specific and family code")
     suffix = "a" if flags & FLAG_ARCH_SPECIFIC else "f" if flags & FLAG_FAMILY else ""
     compression = None
+    stored, inflated = payload, 0
     if flags & (FLAG_LZ4 | FLAG_ZSTD):
         if flags & FLAG_LZ4 and flags & FLAG_ZSTD:
             raise FatbinError(f"{name}: a fat binary entry for {arch} is marked compressed "
@@ -149,4 +206,5 @@ def _entry(buffer: bytes | mmap.mmap, offset: int, end: int, name: str) -> tuple
         if not 0 < compressed_size <= payload or uncompressed == 0:
             raise FatbinError(f"{name}: a compressed fat binary entry for {arch} says "
                               f"{compressed_size} compressed bytes in a {payload}-byte payload")
-    return FatbinEntry(what, arch, suffix, compression), following
+        stored, inflated = compressed_size, uncompressed
+    return FatbinEntry(what, arch, suffix, compression, offset + header_size, stored, inflated), following

@@ -28,7 +28,7 @@ from typing import TypeVar
 from .. import data
 from ..kernel.gpu_archs import GpuCode
 from .dynamic import DT_FINI, DT_INIT, Dynamic, read_dynamic
-from .fatbin import FATBIN_SECTIONS, LOADED_SECTION, gpu_code, read_fatbin
+from .fatbin import FATBIN_SECTIONS, LOADED_SECTION, device_code, read_fatbin
 from .layout import (
     ELF_MAGIC,
     SHT_DYNSYM,
@@ -40,6 +40,7 @@ from .layout import (
     shown,
 )
 from .mapping import check_relro, check_sections, check_segments
+from .offload_bundle import HIP_SECTION, hip_device_code
 from .symbols import (
     SHN_UNDEF,
     Row,
@@ -85,8 +86,12 @@ class ElfInfo:
     undefined: frozenset[str]
     #: Py*/_Py* symbols of the dynamic and static symbol tables (the limited-API audit).
     python_symbols: tuple[PythonSymbol, ...]
-    #: The CUDA device code the runtime loads (``.nv_fatbin``); None: the file has none.
+    #: The device code the runtime loads that holds a kernel: CUDA cubins and PTX
+    #: (``.nv_fatbin``), HIP code objects (``.hip_fatbin``); None: the file has none.
     gpu_code: GpuCode | None = None
+    #: Device code the file holds without a kernel in it (nvcc writes a cubin per
+    #: ``-gencode`` even for host code): named in messages, never counted.
+    kernel_less: GpuCode | None = None
 
 
 def read_elf(path: Path, arcname: str) -> ElfInfo:
@@ -156,18 +161,30 @@ def _read(layout: Layout, arcname: str) -> ElfInfo:
     return _info(arcname, layout, dynamic, versions, imports, python, _gpu_code(layout))
 
 
-def _gpu_code(layout: Layout) -> GpuCode | None:
-    """The device code of the fat binary sections (both read as hostile; only the one the
-    CUDA runtime loads counts)."""
-    code = None
+def _gpu_code(layout: Layout) -> tuple[GpuCode, GpuCode] | None:
+    """(the device code with kernels, that without) of the CUDA fat binary and HIP offload
+    bundle sections (all read as hostile; of CUDA's, only the one the runtime loads
+    counts); None when the file has no such section."""
+    found = None
     for section in layout.sections:
-        if section.name not in FATBIN_SECTIONS or not section.in_file:
+        if section.name not in (*FATBIN_SECTIONS, HIP_SECTION) or not section.in_file:
             continue
         layout.require_inside(section.offset, section.size, f"section {section.name}")
-        entries = read_fatbin(layout.buf, layout.name, section.offset, section.offset + section.size)
-        if section.name == LOADED_SECTION:
-            code = gpu_code(entries).union(code or GpuCode())
-    return code
+        start, end = section.offset, section.offset + section.size
+        if section.name == HIP_SECTION:
+            code = hip_device_code(layout.buf, layout.name, start, end)
+        else:
+            entries = read_fatbin(layout.buf, layout.name, start, end)
+            if section.name != LOADED_SECTION:
+                continue
+            code = device_code(layout.buf, entries, layout.name)
+        held, idle = found or (GpuCode(), GpuCode())
+        found = held.union(code[0]), idle.union(code[1])
+    if found is None:
+        return None
+    # code without a kernel in one section and with one in another holds a kernel
+    return found[0], GpuCode(*(tuple(n for n in names if n not in found[0].names())
+                               for names in (found[1].cubins, found[1].ptx, found[1].code_objects)))
 
 
 def _checked_frame(layout: Layout) -> Dynamic:
@@ -233,7 +250,7 @@ def _python_symbols(layout: Layout, table: SymbolTable, gnu_unique_is_local: boo
 
 
 def _info(arcname: str, layout: Layout, dynamic: Dynamic, versions: Versions, imports: _Imports,
-          python: list[PythonSymbol], gpu_code: GpuCode | None) -> ElfInfo:
+          python: list[PythonSymbol], gpu_code: tuple[GpuCode, GpuCode] | None) -> ElfInfo:
     machines = {number: name for name, number in data.load("binaries")["elf_machine_numbers"].items()}
     machine = layout.header.machine
     return ElfInfo(
@@ -247,5 +264,6 @@ def _info(arcname: str, layout: Layout, dynamic: Dynamic, versions: Versions, im
         version_needs=versions.needs,
         undefined=imports.undefined,
         python_symbols=tuple(python),
-        gpu_code=gpu_code,
+        gpu_code=gpu_code[0] if gpu_code else None,
+        kernel_less=gpu_code[1] if gpu_code else None,
     )

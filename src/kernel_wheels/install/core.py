@@ -25,7 +25,7 @@ import subprocess
 import tempfile
 import zipfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.parser import BytesHeaderParser
 from pathlib import Path
 from typing import Any
@@ -462,16 +462,37 @@ def _no_torch_early(python: Path, given: bool) -> str:
             "Python that has it; kernel wheels are chosen for it and never change it")
 
 
-def install(requirement_text: str, settings: IndexSettings, **options: Any) -> InstallResult:
+@dataclass(frozen=True)
+class InstallOptions:
+    """How :func:`install_many` installs (the ``install`` command's options)."""
+
+    #: The Python to install into (None: the activated virtual environment's, else the
+    #: one running kernel-wheels).
+    python: Path | None = None
+    installer: str = "pip"  # or "uv"
+    #: Choose and explain, install nothing.
+    dry_run: bool = False
+    #: Connect timeout, and the window in which each transfer must move 64 KiB/s.
+    timeout: float = DEFAULT_TIMEOUT
+    #: Choose builds for this backend instead of torch's own (cpu, cuda, rocm, xpu, metal).
+    backend: str | None = None
+    #: Install the kernels only, not the Python packages they require.
+    no_deps: bool = False
+    #: What each chosen wheel's provenance must prove before it is installed.
+    policy: Policy = field(default_factory=Policy)
+    #: The compute capability to install for (None: torch's current GPU, if any).
+    gpu_arch: str | None = None
+
+
+def install(requirement_text: str, settings: IndexSettings, options: InstallOptions = InstallOptions(),
+            *, progress: Progress | None = None) -> InstallResult:
     """One kernel: :func:`install_many` of one requirement."""
-    return install_many([requirement_text], settings, **options)[0]
+    return install_many([requirement_text], settings, options, progress=progress)[0]
 
 
-def install_many(requirement_texts: Sequence[str], settings: IndexSettings, *,
-                 python: Path | None = None, installer: str = "pip", dry_run: bool = False,
-                 progress: Progress | None = None, timeout: float = DEFAULT_TIMEOUT,
-                 backend: str | None = None, no_deps: bool = False,
-                 policy: Policy | None = None, gpu_arch: str | None = None) -> list[InstallResult]:
+def install_many(requirement_texts: Sequence[str], settings: IndexSettings,
+                 options: InstallOptions = InstallOptions(), *,
+                 progress: Progress | None = None) -> list[InstallResult]:
     """Choose a wheel for each requirement, then install them all (or, when one has no
     fitting wheel, none: its result has no choice and nothing was installed).
 
@@ -480,20 +501,20 @@ def install_many(requirement_texts: Sequence[str], settings: IndexSettings, *,
     indexes (reachable, credentials accepted, the projects there); only then is torch
     imported in the target Python, which takes seconds to minutes."""
     say = as_progress(progress)
-    if installer not in INSTALLERS:
+    if options.installer not in INSTALLERS:
         raise UsageError(f"--installer must be one of {', '.join(INSTALLERS)}")
     requirements = parse_requirements(requirement_texts)
-    if installer == "uv":
+    if options.installer == "uv":
         _uv()  # uv missing: a usage error now, not after the probe
-    target = target_python(python)
+    target = target_python(options.python)
     early = preflight(target)
     if early.torch_version is None:
-        raise EnvironmentProbeError(_no_torch_early(target, python is not None))
-    if installer == "pip" and not early.has_pip and not dry_run:
+        raise EnvironmentProbeError(_no_torch_early(target, options.python is not None))
+    if options.installer == "pip" and not early.has_pip and not options.dry_run:
         raise DistributionError(f"there is no pip in {target}: use --installer uv (or run "
                                 f"{target} -m ensurepip)")
     say.detail(f"index from {settings.index_origin}")
-    places = _open_places(settings, timeout)
+    places = _open_places(settings, options.timeout)
     secrets = tuple(s for place in places for s in place.secrets)
     try:
         listed = [_read_files(places, requirement, say) for requirement in requirements]
@@ -502,18 +523,18 @@ def install_many(requirement_texts: Sequence[str], settings: IndexSettings, *,
         say(f"environment: {environment.describe()} ({environment.python})")
         if environment.target is None:
             raise EnvironmentProbeError(_no_torch(environment))
-        gpu = target_gpu(gpu_arch, environment)
-        chosen_on = environment.on_backend(backend)
+        gpu = target_gpu(options.gpu_arch, environment)
+        chosen_on = environment.on_backend(options.backend)
         if chosen_on is not environment:
-            say(f"--backend {backend}: choosing builds for {chosen_on.target_key}")
+            say(f"--backend {options.backend}: choosing builds for {chosen_on.target_key}")
         choices = [(choose(requirement, files, chosen_on, settings.pre, gpu), where)
                    for requirement, (files, where) in zip(requirements, listed, strict=True)]
         unfit = [choice for choice, _ in choices if choice.chosen is None]
         if unfit:
             return [InstallResult(choice, (), False) for choice in unfit]
         with tempfile.TemporaryDirectory(prefix="kernel-wheels-install-") as scratch:
-            return _install_chosen(choices, environment, Path(scratch), settings, installer,
-                                   dry_run, no_deps, secrets, say, policy or Policy())
+            return _install_chosen(choices, environment, Path(scratch), settings, options.installer,
+                                   options.dry_run, options.no_deps, secrets, say, options.policy)
     finally:
         for place in places:
             place.close()

@@ -27,6 +27,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..errors import EnvironmentProbeError, UsageError
 from ..index.targets import Target, parse_target_key
+from ..kernel.gpu_archs import parse_amd_target
 from . import probe
 
 
@@ -54,6 +55,8 @@ class Environment:
     #: The compute capability of torch's current CUDA device; None: no GPU visible.
     gpu_capability: tuple[int, int] | None = None
     gpu_name: str | None = None
+    #: The target ID of torch's current ROCm device (``gcnArchName``: ``gfx942:sramecc+:xnack-``).
+    gpu_arch_name: str | None = None
 
     @property
     def target_key(self) -> str | None:
@@ -160,7 +163,12 @@ def environment_from_facts(facts: dict[str, Any]) -> Environment:
         free_threaded=bool(facts.get("free_threaded")),
         gpu_capability=_capability(facts.get("gpu_capability")),
         gpu_name=facts["gpu_name"] if isinstance(facts.get("gpu_name"), str) else None,
+        gpu_arch_name=_amd_target(facts.get("gpu_arch_name")),
     )
+
+
+def _amd_target(value: object) -> str | None:
+    return value if isinstance(value, str) and parse_amd_target(value) is not None else None
 
 
 def _capability(value: object) -> tuple[int, int] | None:

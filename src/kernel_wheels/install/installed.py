@@ -19,12 +19,13 @@ not known to meet.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..confine import inside, shown
-from ..errors import DistributionError, EnvironmentProbeError, UnsafeNameError
+from ..errors import DistributionError, EnvironmentProbeError, UnsafeNameError, UsageError
 from ..kernel.repo_id import is_repo_id, repo_id_of_hub_url
 from .environment import run_probe, target_python
 
@@ -193,6 +194,15 @@ def installed_kernels(python: Path | None = None, timeout: float = 120) -> list[
     return kernels
 
 
-def local_kernels_value(kernels: list[InstalledKernel]) -> str:
-    """``LOCAL_KERNELS``: ``org/name=/path`` for each kernel from the Hub, ``:``-joined."""
+def local_kernels_value(kernels: list[InstalledKernel],
+                        progress: Callable[[str], None] = lambda _: None) -> str:
+    """``LOCAL_KERNELS``: ``org/name=/path`` for each kernel from the Hub, ``:``-joined.
+    A kernel without a Hub repository is left out (``progress`` says so); a folder whose
+    path holds ``:`` (the mapping's separator) is a usage error."""
+    for kernel in kernels:
+        if kernel.repo_id is None:
+            progress(f"{kernel.distribution} {kernel.version} was not converted from the Hub: "
+                     "it has no repository id to map")
+        elif ":" in str(kernel.path) or "=" in kernel.repo_id:
+            raise UsageError(f"{kernel.path} holds ':', which LOCAL_KERNELS cannot carry")
     return ":".join(f"{kernel.repo_id}={kernel.path}" for kernel in kernels if kernel.repo_id)

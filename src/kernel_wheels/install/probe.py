@@ -12,8 +12,8 @@ call answers every question it is given, in one JSON object of facts:
 - ``torch``: the versions of the torch and apache-tvm-ffi distributions and, when torch
   is installed, torch imported: its own version, C++ ABI, CUDA / ROCm / XPU versions
   and MPS (a torch that fails to import is ``torch_error``, one line);
-- ``gpu`` (with ``torch``): the compute capability and name of torch's current CUDA
-  device, which costs a CUDA initialisation;
+- ``gpu`` (with ``torch``): the compute capability (CUDA) or target ID (ROCm's
+  ``gcnArchName``) and name of torch's current device, which costs a GPU initialisation;
 - ``tags``: the wheel tags the interpreter accepts, best first (packaging's ``sys_tags``:
   the interpreter's own packaging, else pip's vendored copy, else the folder that
   ``KERNEL_WHEELS_PROBE_PATH`` names).
@@ -91,10 +91,15 @@ def _torch(gpu: bool) -> dict[str, Any]:
 
 
 def _gpu(torch: Any) -> dict[str, Any]:
-    """The GPU a CUDA build must run on (install/gpu.py): torch's current device."""
+    """The GPU a CUDA or ROCm build must run on (install/gpu.py): torch's current device,
+    by its compute capability (CUDA) or its target ID (ROCm's ``gcnArchName``)."""
     try:
         if torch.version.cuda and torch.cuda.is_available():
             return {"gpu_capability": list(torch.cuda.get_device_capability()),
+                    "gpu_name": str(torch.cuda.get_device_name())[:100]}
+        if torch.version.hip and torch.cuda.is_available():
+            properties = torch.cuda.get_device_properties(torch.cuda.current_device())
+            return {"gpu_arch_name": str(properties.gcnArchName)[:100],
                     "gpu_name": str(torch.cuda.get_device_name())[:100]}
     except Exception:  # no driver, no device: no GPU to judge by, which is not an error
         pass

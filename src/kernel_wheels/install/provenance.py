@@ -6,20 +6,13 @@ carried (``<dist-info>/kernel_wheels.verified.json``) against what verifies now.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
+from ..checks.provenance import ProvenanceResult
 from ..errors import ProvenanceError
 from ..provenance import VERIFIED_FILE, Policy, Verification, enforce, verify_variant_folder
 from .installed import InstalledKernel, installed_kernels
-
-
-@dataclass(frozen=True)
-class InstalledVerification:
-    kernel: InstalledKernel
-    verification: Verification | None
-    #: Why it does not pass (empty: it passes).
-    failures: tuple[str, ...]
 
 
 def _record(kernel: InstalledKernel) -> Verification | None:
@@ -38,7 +31,9 @@ def _record(kernel: InstalledKernel) -> Verification | None:
     return None
 
 
-def verify_installed(python: Path | None, policy: Policy) -> list[InstalledVerification]:
+def verify_installed(python: Path | None, policy: Policy) -> list[ProvenanceResult]:
+    """``kernel-wheels verify --python PY``: each installed kernel's provenance under
+    ``policy``, where it is installed (``target``: its distribution)."""
     found = []
     for kernel in installed_kernels(python):
         recorded = _record(kernel)
@@ -50,14 +45,14 @@ def verify_installed(python: Path | None, policy: Policy) -> list[InstalledVerif
                 publisher=recorded.publisher if recorded else None,
                 trusted=recorded.trusted_publisher if recorded else None)
         except ProvenanceError as exc:
-            found.append(InstalledVerification(kernel, None, (exc.message,)))
+            found.append(ProvenanceResult(kernel.distribution, kernel.path, (exc.message,), None))
             continue
         failures = recorded.differences(now) if recorded else []
         try:
             enforce(now, policy)
         except ProvenanceError as exc:
             failures.append(exc.message)
-        found.append(InstalledVerification(kernel, now, tuple(failures)))
+        found.append(ProvenanceResult(kernel.distribution, kernel.path, tuple(failures), now))
     return found
 
 

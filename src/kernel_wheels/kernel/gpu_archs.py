@@ -1,5 +1,5 @@
-"""CUDA GPU architectures: their two spellings, their order, and which code runs on
-which GPU.
+"""GPU architectures: their spellings, their order, and which code runs on which GPU
+(CUDA's capabilities and device code; AMD's target IDs for ROCm builds).
 
 kernel-builder (metadata.json's ``backend.archs``, build.toml's ``cuda-capabilities``,
 ``TORCH_CUDA_ARCH_LIST``) names a *capability*, ``X.Y[a|f][+PTX]``: code for compute
@@ -17,6 +17,18 @@ What runs where (CUDA's rules, :func:`runs_on`): a cubin ``sm_XY`` runs on capab
 X.y with y >= Y (family code ``sm_XYf`` likewise), ``sm_XYa`` only on X.Y itself. PTX
 ``compute_XY`` is compiled by the driver (JIT) for any capability >= X.Y
 (``compute_XYa`` only X.Y, ``compute_XYf`` X.y with y >= Y).
+
+AMD GPUs (ROCm, HIP) are named by a *target ID* (LLVM's AMDGPUUsage, "Target ID"):
+a processor and the target features the code was built for, ``gfx90a`` or
+``gfx942:sramecc+:xnack-``. torch on ROCm reports a GPU's own, with every feature
+stated (``gcnArchName``); a HIP code object runs on a GPU of the same processor whose
+features agree with every feature the code object states (one that states none runs
+with either setting). metadata.json's ``backend.archs`` of a ROCm build lists
+processors (``gfx90a``), as kernel-builder's ``rocm-archs`` do.
+
+A claim is judged by what runs where (:func:`judge_claim`): held under its own name,
+held under another name that runs there (``9.0a`` claimed, ``sm_90`` held: a note), or
+not held at all.
 """
 
 from __future__ import annotations
@@ -31,6 +43,10 @@ EXAMPLES = "8.0, 9.0a or 9.0+PTX"
 
 _CAPABILITY = re.compile(r"([0-9]+)\.([0-9]+)([af]?)(\+PTX)?")
 _CODE_NAME = re.compile(r"(sm|compute)_([0-9]{1,2})([0-9])([af]?)")
+#: A processor (``gfx906``, ``gfx90a``, ``gfx1201``, a generic ``gfx9-4-generic``) and at
+#: most a few features, each ``:name+`` or ``:name-`` (LLVM knows ``sramecc`` and ``xnack``).
+_AMD_TARGET = re.compile(r"(gfx[0-9]{2,3}[0-9a-f]|gfx[0-9]{1,2}(?:-[0-9])?-generic)"
+                         r"((?::[a-z][a-z0-9]{0,15}[+-]){0,4})")
 
 
 @dataclass(frozen=True)
@@ -121,6 +137,10 @@ def _runs(machine_code: bool, version: tuple[int, int], suffix: str, gpu: tuple[
     return version <= gpu
 
 
+def _suffix(name: str) -> str:
+    return name[-1] if name[-1:] in ("a", "f") else ""
+
+
 def code_key(name: str) -> tuple[int, str, str]:
     """Sort key of ``sm_90a`` / ``compute_90``: by number, then suffix, then kind."""
     prefix, _, rest = name.partition("_")
@@ -134,23 +154,125 @@ def sort_code_names(names: Iterable[str]) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
+class AmdTarget:
+    """An AMD GPU target ID: ``gfx942:sramecc+:xnack-`` (features in the order given)."""
+
+    processor: str
+    features: tuple[tuple[str, bool], ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.processor + "".join(f":{f}{'+' if on else '-'}" for f, on in self.features)
+
+
+def parse_amd_target(text: str) -> AmdTarget | None:
+    """``gfx942:sramecc+:xnack-`` -> AmdTarget; None for anything else (a feature twice too)."""
+    match = _AMD_TARGET.fullmatch(text)
+    if match is None:
+        return None
+    features = tuple((part[:-1], part[-1] == "+") for part in match[2].split(":")[1:])
+    if len({name for name, _ in features}) != len(features):
+        return None
+    return AmdTarget(match[1], features)
+
+
+def amd_runs_on(code_object: str, gpu: str) -> bool:
+    """Whether a HIP code object for target ID ``code_object`` runs on the GPU ``gpu``
+    (a target ID too): the same processor, and no feature stated by both that differs.
+    A feature the GPU's ID leaves out (``--gpu-arch gfx942``) is taken to agree."""
+    code, device = parse_amd_target(code_object), parse_amd_target(gpu)
+    if code is None or device is None or code.processor != device.processor:
+        return False
+    stated = dict(device.features)
+    return all(stated.get(name, on) == on for name, on in code.features)
+
+
+def target_key(name: str) -> tuple[int, str]:
+    """Sort key of target IDs: ``gfx906`` < ``gfx90a`` < ``gfx942`` < ``gfx1030``."""
+    processor = name.split(":")[0]
+    return len(processor), name
+
+
+def sort_target_ids(names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted(set(names), key=target_key))
+
+
+@dataclass(frozen=True)
 class GpuCode:
-    """The device code of one binary (or one wheel): nvcc's names, sorted by architecture."""
+    """The device code of one binary (or one wheel) that holds at least one kernel:
+    nvcc's names (cubins, PTX) and HIP code objects' target IDs, each sorted by
+    architecture."""
 
     cubins: tuple[str, ...] = ()
     ptx: tuple[str, ...] = ()
+    code_objects: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not self.cubins and not self.ptx
+        return not self.cubins and not self.ptx and not self.code_objects
 
     def union(self, other: GpuCode) -> GpuCode:
         return GpuCode(sort_code_names({*self.cubins, *other.cubins}),
-                       sort_code_names({*self.ptx, *other.ptx}))
+                       sort_code_names({*self.ptx, *other.ptx}),
+                       sort_target_ids({*self.code_objects, *other.code_objects}))
+
+    def names(self) -> tuple[str, ...]:
+        return (*self.cubins, *self.ptx, *self.code_objects)
 
     def describe(self) -> str:
-        """``sm_80, sm_90, compute_90`` (or ``no device code``)."""
-        return ", ".join((*self.cubins, *self.ptx)) or "no device code"
+        """``sm_80, sm_90, compute_90`` or ``gfx90a, gfx942`` (or ``no device code``)."""
+        return ", ".join(self.names()) or "no device code"
 
     def to_dict(self) -> dict[str, list[str]]:
-        return {"cubins": list(self.cubins), "ptx": list(self.ptx)}
+        """The record's form; ``code_objects`` only when there are some (so that a CUDA
+        build's record reads as it always has)."""
+        found = {"cubins": list(self.cubins), "ptx": list(self.ptx)}
+        if self.code_objects:
+            found["code_objects"] = list(self.code_objects)
+        return found
+
+
+@dataclass(frozen=True)
+class ClaimVerdict:
+    """What a claimed architecture (metadata.json's ``backend.archs``) finds in the code
+    that holds kernels."""
+
+    claim: str
+    exact: bool  # the code it names is held, under that name
+    runs_as: str | None = None  # else: held code that runs on the claimed GPU
+    forward: bool = True  # ``+PTX``: PTX that the GPUs after it can compile is held
+
+    @property
+    def covered(self) -> bool:
+        return self.exact or (self.runs_as is not None and self.forward)
+
+
+def judge_claim(claim: str, code: GpuCode) -> ClaimVerdict | None:
+    """``claim`` (a CUDA capability or an AMD target ID) against ``code``; None when it
+    is neither, or a capability whose code nvcc cannot name (``10.10``)."""
+    capability = parse_capability(claim)
+    if capability is not None:
+        return _judge_capability(claim, capability, code)
+    target = parse_amd_target(claim)
+    if target is None:
+        return None
+    if target.name in code.code_objects:
+        return ClaimVerdict(claim, True)
+    running = [name for name in code.code_objects if amd_runs_on(name, target.name)]
+    return ClaimVerdict(claim, False, running[0] if running else None)
+
+
+def _judge_capability(claim: str, capability: Capability, code: GpuCode) -> ClaimVerdict | None:
+    promised = capability.code
+    if promised is None:
+        return None
+    held = {*code.cubins, *code.ptx}
+    if all(name in held for name in promised.names()):
+        return ClaimVerdict(claim, True)
+    gpu = capability.version
+    running = [n for n in code.cubins if runs_on(n, gpu)] or [n for n in code.ptx if runs_on(n, gpu)]
+    # PTX runs forward from the claimed GPU only as far as its own suffix lets it:
+    # compute_XY on every later GPU, compute_XYf within the family, compute_XYa nowhere else.
+    reach = {"": ("",), "f": ("", "f"), "a": ("", "f", "a")}[capability.suffix]
+    forward = not capability.ptx or any(runs_on(name, gpu) and _suffix(name) in reach for name in code.ptx)
+    return ClaimVerdict(claim, False, running[-1] if running else None, forward)

@@ -21,6 +21,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit
 
 from packaging.version import Version
@@ -34,6 +35,9 @@ from ..index.targets import (
     select_for_target,
     targets_of,
 )
+
+if TYPE_CHECKING:
+    from .pipeline import LockedConversion
 
 
 @dataclass(frozen=True)
@@ -103,3 +107,11 @@ def write_pylocks(placed: Sequence[LockedWheel], folder: Path, files_url: str) -
         os.replace(temp, path)
         written.append(path)
     return written
+
+
+def write_conversion_pylocks(conversion: LockedConversion, output_dir: Path, files_url: str) -> list[Path]:
+    """:func:`write_pylocks` for the wheels a locked conversion placed, beside them
+    (``output_dir`` when it placed none). Returns the paths written."""
+    wheels = conversion.wheels
+    return write_pylocks([LockedWheel(w.path.name, w.sha256, w.size) for w in wheels],
+                         wheels[0].path.parent if wheels else output_dir, files_url)

@@ -200,10 +200,30 @@ def finish(store: Destination, listed: Mapping[str, RepoListing], touched: Itera
     lease."""
     result = FinishResult()
     pages = PagesRecord.load(store)
+    changed, targets, repos = _what_changes(store, pages, touched)
+    repos = _drop_foreign_pending(store, pages, repos, result)
+    _mark_unfinished(store, pages, changed, targets, repos)
+    jobs = [_RepoJob(store, repo, listed.get(repo), tuple(sorted(targets)), prune, write_pages)
+            for repo in repos]
+    folded = _finish_repos(jobs, workers, pages, result)
     writer = _Writer(store)
-    # Which repositories change, and the targets their new records add (targets never
-    # go): names only, from the pending records' keys. Memory holds one repository's
-    # records at a time, however large the mirror.
+    if write_pages:
+        _write_root_pages(writer, folded.indexes, targets)
+    _remove_unlisted(store, pages, folded)
+    new_pages = PagesRecord(targets, {i: p for i, p in folded.indexes.items() if p}, folded.owned,
+                            folded.covered).to_bytes()
+    if store.get(PAGES) != new_pages:
+        store.put(PAGES, new_pages)
+    result.pages_written += writer.written
+    return result
+
+
+def _what_changes(store: Destination, pages: PagesRecord,
+                  touched: Iterable[str]) -> tuple[set[str], set[str], list[str]]:
+    """The repositories whose records change, every target (those the pending records
+    add: targets never go), and the repositories to render (all of them when a target
+    is new). Names only, from the pending records' keys: memory holds one repository's
+    records at a time, however large the mirror."""
     changed = set(touched) | pages.dirty  # and what a killed finish left half-written
     targets = set(pages.targets)
     for key in pending_keys(store):
@@ -211,13 +231,17 @@ def finish(store: Destination, listed: Mapping[str, RepoListing], touched: Itera
         if (target := _target_of(variant_of_pending(key))) is not None:
             targets.add(target)
     if targets != pages.targets or store.get(PAGES) is None:
-        repos = sorted(set(state_repos(store)) | changed)  # every page, for the new targets
-    else:
-        repos = sorted(changed)
-    # Only a project's owner writes its pages and state (the plan refused the others
-    # before they wrote anything). What another repository left pending (a run of an
-    # older version, a record put there by hand) is dropped, never folded: its wheel
-    # names are the owner's, and its objects are not its own to delete.
+        return changed, targets, sorted(set(state_repos(store)) | changed)  # every page, for the new targets
+    return changed, targets, sorted(changed)
+
+
+def _drop_foreign_pending(store: Destination, pages: PagesRecord, repos: list[str],
+                          result: FinishResult) -> list[str]:
+    """``repos`` without those that do not own their project. Only a project's owner
+    writes its pages and state (the plan refused the others before they wrote anything).
+    What another repository left pending (a run of an older version, a record put there
+    by hand) is dropped, never folded: its wheel names are the owner's, and its objects
+    are not its own to delete."""
     owners = Owners(store, pages)
     first: dict[str, str] = {}  # a project nobody owns (no claim, no state): the first
     foreign = [r for r in repos if (owners.owner(project_of(r)) or first.setdefault(project_of(r), r)) != r]
@@ -227,58 +251,74 @@ def finish(store: Destination, listed: Mapping[str, RepoListing], touched: Itera
             result.dropped.append(f"{repo}: {len(keys)} pending record(s) dropped: "
                                   f"{owners.owner(project_of(repo)) or first[project_of(repo)]} gives the "
                                   f"project {project_of(repo)}")
-    repos = [r for r in repos if r not in foreign]
-    # Before any pending record is folded (and deleted): the targets they bring and the
-    # repositories whose pages are about to change, for a run that finishes this one.
+    return [r for r in repos if r not in foreign]
+
+
+def _mark_unfinished(store: Destination, pages: PagesRecord, changed: set[str], targets: set[str],
+                     repos: list[str]) -> None:
+    """Before any pending record is folded (and deleted): the targets they bring and the
+    repositories whose pages are about to change, for a run that finishes this one."""
     store.put(PAGES, PagesRecord(targets, pages.indexes, pages.owners,
                                  {r: d for r, d in pages.covered.items() if r not in changed},
                                  set(repos)).to_bytes())
 
-    indexes: dict[str, set[str]] = {i: set(p) for i, p in pages.indexes.items()}
-    owned = dict(pages.owners)
-    covered = dict(pages.covered)
-    with_garbage: list[str] = []
-    jobs = [_RepoJob(store, repo, listed.get(repo), tuple(sorted(targets)), prune, write_pages)
-            for repo in repos]
+
+@dataclass
+class _Folded:
+    """What the repositories' finishes make of the pages record, and which of them
+    still have objects to delete."""
+
+    indexes: dict[str, set[str]]  # index -> projects listed
+    owned: dict[str, str]  # project -> repository
+    covered: dict[str, str]  # repository -> the listing digest its state holds wholly
+    with_garbage: list[str] = field(default_factory=list)
+
+
+def _finish_repos(jobs: list[_RepoJob], workers: int, pages: PagesRecord, result: FinishResult) -> _Folded:
+    """Each repository's finish (:func:`_finish_repo`), folded into the pages record's
+    indexes, owners and covered listings, and into ``result``."""
+    folded = _Folded({i: set(p) for i, p in pages.indexes.items()}, dict(pages.owners), dict(pages.covered))
     for done in _run_jobs(jobs, workers):
         repo = done.repo
-        for project in [p for p, owner in owned.items() if owner == repo]:
-            for members in indexes.values():
+        for project in [p for p, owner in folded.owned.items() if owner == repo]:
+            for members in folded.indexes.values():
                 members.discard(project)
             if project not in done.projects:
-                del owned[project]
+                del folded.owned[project]
         for project in done.projects:
-            owned[project] = repo
+            folded.owned[project] = repo
         for index, members in done.listed.items():
-            indexes.setdefault(index, set()).update(members)
-        covered.pop(repo, None)
+            folded.indexes.setdefault(index, set()).update(members)
+        folded.covered.pop(repo, None)
         if done.covered is not None:
-            covered[repo] = done.covered
+            folded.covered[repo] = done.covered
         if done.garbage:
-            with_garbage.append(repo)
+            folded.with_garbage.append(repo)
         result.yanked += done.yanked
         result.pruned += done.pruned
         result.pages_written += done.written
         result.repos_rendered += 1
+    return folded
 
-    for index in [ROOT_INDEX, *sorted(targets)] if write_pages else ():
+
+def _write_root_pages(writer: _Writer, indexes: Mapping[str, set[str]], targets: set[str]) -> None:
+    """The root page of every index, then the landing page."""
+    for index in [ROOT_INDEX, *sorted(targets)]:
         projects = indexes.get(index, set())
         writer.put(f"{_index_folder(index)}/index.json", simple.render_root_json(projects))
         writer.put(f"{_index_folder(index)}/index.html", simple.render_root_html(projects))
-    if write_pages:
-        writer.put("index.html", landing_page_html(sorted(targets)))
+    writer.put("index.html", landing_page_html(sorted(targets)))
 
-    for index, had in pages.indexes.items():  # pages no index lists any more
+
+def _remove_unlisted(store: Destination, pages: PagesRecord, folded: _Folded) -> None:
+    """Pages of projects an index no longer lists, then the objects of pruned or
+    replaced wheels (no page lists them any more)."""
+    for index, had in pages.indexes.items():
         store.delete_many([f"{_index_folder(index)}/{project}/{name}"
-                           for project in sorted(had - indexes.get(index, set()))
+                           for project in sorted(had - folded.indexes.get(index, set()))
                            for name in ("index.json", "index.html")])
-    for repo in with_garbage:
+    for repo in folded.with_garbage:
         _collect_garbage(store, repo)
-    new_pages = PagesRecord(targets, {i: p for i, p in indexes.items() if p}, owned, covered).to_bytes()
-    if store.get(PAGES) != new_pages:
-        store.put(PAGES, new_pages)
-    result.pages_written += writer.written
-    return result
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Any
 from ..errors import KernelWheelsError, UsageError
 from ..kernel.selection import VariantFilter
 from ..kernel.versions import RequestKind, VersionRequest
+from ..network import NetworkSettings
 from ..provenance import Policy
 from .finish import FinishResult, decided_by_hub, finish, needs_finish
 from .lease import DEFAULT_TTL, Lease
@@ -39,8 +40,15 @@ from .state import (
     pending_keys,
     repo_of_pending,
 )
-from .store import Destination, FolderDestination, KillingDestination
-from .uploads import StoreUploads, WheelUploads
+from .store import (
+    Destination,
+    FolderDestination,
+    KillingDestination,
+    is_index_url,
+    open_destination,
+    with_faults,
+)
+from .uploads import ServerUploads, StoreUploads, WheelUploads
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,39 @@ def refuse_removals(options: MirrorOptions) -> None:
                          "API cannot remove or replace a file; mirror into a folder or bucket for that")
 
 
+def check_target(to: str, state: str | None, options: MirrorOptions) -> None:
+    """The usage errors of a mirror's target, found before anything is opened or listed:
+    an index server ``to`` needs a ``state`` store and cannot remove or replace files; a
+    folder or bucket keeps its own state."""
+    if is_index_url(to):
+        if not state:
+            raise UsageError(f"--to {to}: an index server has no place for the mirror's state; "
+                             "give --state DEST (a folder or s3://BUCKET/PREFIX)")
+        refuse_removals(options)
+    elif state:
+        raise UsageError("--state is for an index server --to: a folder or bucket keeps its own state")
+
+
+def open_target(to: str, state: str | None, options: MirrorOptions, network: NetworkSettings, *,
+                prompt: bool = True) -> tuple[Destination, WheelUploads | None]:
+    """Where a mirror writes (:func:`check_target` first): ``to``, a folder or
+    ``s3://BUCKET/PREFIX``, holds the wheels, pages and state (no uploads: the store's
+    own); or ``to`` is an index server's upload URL, which gets the wheels (its
+    credentials as ``publish`` reads them; ``prompt``: a missing password may be asked
+    for on a terminal) while ``state`` keeps the state and lease. ``network``: the
+    timeout and retries of every S3 request."""
+    check_target(to, state, options)
+    if not is_index_url(to):
+        return with_faults(open_destination(to, network=network)), None
+    assert state is not None
+    store = with_faults(open_destination(state, "--state", network))
+    from ..remote.credentials import resolve_repository  # only a run that uploads loads them
+    from ..remote.transport import index_timeout
+
+    repository = resolve_repository(repository_url=to, interactive=None if prompt else False)
+    return store, ServerUploads(repository, timeout=index_timeout())
+
+
 def mirror(listings: Sequence[RepoListing], store: Destination, options: MirrorOptions | None = None, *,
            lister: HubLister | None = None, progress: Progress = silent,
            uploads: WheelUploads | None = None) -> MirrorResult:
@@ -119,67 +160,103 @@ def mirror(listings: Sequence[RepoListing], store: Destination, options: MirrorO
         refuse_removals(options)
     where = store.description if uploads.writes_pages else \
         f"{uploads.description} (state in {store.description})"
-    work: list[Action] = []
-    rows: list[Row] = []
-    skipped = 0
-    touched: list[str] = []  # repositories whose records the Hub changes, or with garbage
     pages = PagesRecord.load(store)
-    covered = pages.covered
+    plan = _plan(listings, store, pages, options, progress)
+    _refuse_rivals(plan, listings, store, pages, options)
+    progress(Planned(len(plan.work), plan.skipped, str(options.shard)))
+    if options.dry_run:
+        rows = plan.rows + [Row("planned", a.item.repo, a.item.version, a.item.variant,
+                                "replace" if a.kind == "replace" else "") for a in plan.work]
+        return MirrorResult(where, str(options.shard), True, tuple(_sorted(rows)), 0, plan.skipped)
+    rows = plan.rows + _convert_all(plan.work, listings, store, uploads, options, lister or HubLister(),
+                                    progress)
+    done = _finish_under_lease(store, listings, plan.touched, options, uploads, progress)
+    rows += _hub_deletions(done, uploads)
+    return MirrorResult(where, str(options.shard), False, tuple(_sorted(rows)), done.pages_written,
+                        plan.skipped)
+
+
+@dataclass
+class _Plan:
+    """This shard's part of a run: the items to convert; the rows already decided
+    (moved, refused); how many items are there already (counted, not listed: a large
+    mirror skips almost everything); the repositories the finish must visit although
+    nothing of theirs is converted (records the Hub's releases change, objects to delete)."""
+
+    work: list[Action] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    skipped: int = 0
+    touched: list[str] = field(default_factory=list)
+
+
+def _plan(listings: Sequence[RepoListing], store: Destination, pages: PagesRecord,
+          options: MirrorOptions, progress: Progress) -> _Plan:
+    """Each listed repository against its records in ``store``, one repository's
+    records in memory at a time."""
+    plan = _Plan()
     with_pending = {repo_of_pending(key) for key in pending_keys(store)}
-    for listing in listings:  # one repository's records in memory at a time
+    for listing in listings:
         progress(Listed(listing.repo, len(listing.releases), listing.variants))
-        if covered.get(listing.repo) == listing.digest and listing.repo not in with_pending:
+        if pages.covered.get(listing.repo) == listing.digest and listing.repo not in with_pending:
             # The last finish found this very listing wholly in the state (and nothing
             # is pending): every item is there, and nothing needs the state read.
-            skipped += count_items(listing, options.versions, options.filters, options.shard)
+            plan.skipped += count_items(listing, options.versions, options.filters, options.shard)
             continue
         known, garbage = _known(store, listing.repo)
         if garbage or decided_by_hub(known.values(), listing.versions, options.prune):
-            touched.append(listing.repo)
+            plan.touched.append(listing.repo)
         for action in plan_repo(listing, known, options.versions, options.filters,
                                 options.shard, options.replace_moved):
             if action.kind in ("add", "replace"):
-                work.append(action)
+                plan.work.append(action)
             elif action.kind == "skip":
-                skipped += 1  # counted, not listed: a large mirror skips almost everything
+                plan.skipped += 1
             else:
-                rows.append(_row(action))
-    # Before anything is written: which repository gives each project (a second one's
-    # wheels would overwrite the first one's objects under the pages' old sha256). Rivals
-    # are the listed repositories with items, whatever the shard (every shard agrees).
+                plan.rows.append(_row(action))
+    return plan
+
+
+def _refuse_rivals(plan: _Plan, listings: Sequence[RepoListing], store: Destination,
+                   pages: PagesRecord, options: MirrorOptions) -> None:
+    """Before anything is written: which repository gives each project (a second one's
+    wheels would overwrite the first one's objects under the pages' old sha256); the
+    others' items are refused. Rivals are the listed repositories with items, whatever
+    the shard (every shard agrees)."""
     rivals = [listing.repo for listing in listings
               if count_items(listing, options.versions, options.filters, Shard())]
     refused = {r.repo: r.reason for r in Owners(store, pages).decide(
-        {a.item.repo for a in work}, rivals, write=not options.dry_run)}
-    rows += [Row("refused", a.item.repo, a.item.version, a.item.variant, refused[a.item.repo])
-             for a in work if a.item.repo in refused]
-    work = [a for a in work if a.item.repo not in refused]
-    progress(Planned(len(work), skipped, str(options.shard)))
-    if options.dry_run:
-        rows += [Row("planned", a.item.repo, a.item.version, a.item.variant,
-                     "replace" if a.kind == "replace" else "") for a in work]
-        return MirrorResult(where, str(options.shard), True, tuple(_sorted(rows)), 0, skipped)
+        {a.item.repo for a in plan.work}, rivals, write=not options.dry_run)}
+    plan.rows += [Row("refused", a.item.repo, a.item.version, a.item.variant, refused[a.item.repo])
+                  for a in plan.work if a.item.repo in refused]
+    plan.work = [a for a in plan.work if a.item.repo not in refused]
 
-    rows += _convert_all(work, listings, store, uploads, options, lister or HubLister(), progress)
-    listed = {listing.repo: listing for listing in listings}
+
+def _finish_under_lease(store: Destination, listings: Sequence[RepoListing], touched: list[str],
+                        options: MirrorOptions, uploads: WheelUploads, progress: Progress) -> FinishResult:
+    """Fold the records, yank or prune, write the pages: under the lease, and only when
+    that would change anything; a folder's temporary files cleaned before and after."""
     done = FinishResult()
     if isinstance(store, (FolderDestination, KillingDestination)):
         store.clean_temp()
     if needs_finish(store, bool(touched)):
         with Lease(store, ttl=options.lease_ttl, wait=options.lease_wait,
                    on_wait=lambda text: progress(Message(text))):
-            done = finish(store, listed, touched, prune=options.prune, workers=options.jobs,
-                          write_pages=uploads.writes_pages)
+            done = finish(store, {listing.repo: listing for listing in listings}, touched,
+                          prune=options.prune, workers=options.jobs, write_pages=uploads.writes_pages)
         for text in done.dropped:
             progress(Message(f"warning: {text}"))
     if isinstance(store, (FolderDestination, KillingDestination)):
         store.clean_temp()
-    # The state records the yank either way (a release that comes back is un-yanked);
-    # a server's upload API has no yank: say so rather than pretend.
+    return done
+
+
+def _hub_deletions(done: FinishResult, uploads: WheelUploads) -> list[Row]:
+    """The releases deleted on the Hub: yanked or pruned. The state records the yank
+    either way (a release that comes back is un-yanked); a server's upload API has no
+    yank: say so rather than pretend."""
     yanked, how = ("yanked", "") if uploads.writes_pages else ("not-yanked", "; not yanked (index server)")
-    rows += [Row(yanked, repo, version, detail=f"deleted on the Hub{how}") for repo, version in done.yanked]
-    rows += [Row("pruned", repo, version, detail="deleted on the Hub") for repo, version in done.pruned]
-    return MirrorResult(where, str(options.shard), False, tuple(_sorted(rows)), done.pages_written, skipped)
+    rows = [Row(yanked, repo, version, detail=f"deleted on the Hub{how}") for repo, version in done.yanked]
+    return rows + [Row("pruned", repo, version, detail="deleted on the Hub") for repo, version in done.pruned]
 
 
 def _known(store: Destination, repo: str) -> tuple[dict[tuple[str, str, str], Known], bool]:

@@ -188,3 +188,33 @@ def combined(base: Policy | None, *, signers: tuple[Signer, ...] = (),
         trust_remote_code=base.trust_remote_code or trust_remote_code,
         require_clean=base.require_clean or require_clean,
     )
+
+
+@dataclass(frozen=True)
+class PolicyOptions:
+    """A command's provenance options as given (``--policy``, ``--signer``,
+    ``--trusted-root``, ``--require-*``, ``--trust-remote-code``): :meth:`resolve` gives
+    the policy they mean."""
+
+    policy_file: Path | None = None
+    #: ``ISSUER=IDENTITY`` texts.
+    signers: tuple[str, ...] = ()
+    trusted_root: Path | None = None
+    require_signature: bool = False
+    require_trusted_publisher: bool = False
+    trust_remote_code: bool = False
+    require_clean: bool = False
+
+    def resolve(self) -> Policy:
+        """The policy file's policy tightened by the other options; a trusted root that is
+        not a file (given, or named by the file) is a usage error."""
+        base = load_policy_file(self.policy_file) if self.policy_file is not None else None
+        if self.trusted_root is not None and not self.trusted_root.is_file():
+            raise UsageError(f"--trusted-root {self.trusted_root}: no such file")
+        found = combined(base, signers=tuple(parse_signer(s) for s in self.signers),
+                         trusted_root=self.trusted_root, require_signature=self.require_signature,
+                         require_trusted_publisher=self.require_trusted_publisher,
+                         trust_remote_code=self.trust_remote_code, require_clean=self.require_clean)
+        if found.trusted_root is not None and not found.trusted_root.is_file():
+            raise UsageError(f"the policy file's trusted-root {found.trusted_root}: no such file")
+        return found

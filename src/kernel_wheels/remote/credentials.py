@@ -105,6 +105,11 @@ def resolve_repository(*, repository_url: str | None = None, repository: str | N
                        username: str | None = None, config_file: Path | None = None,
                        environ: Mapping[str, str] | None = None, use_keyring: bool = True,
                        interactive: bool | None = None) -> Repository:
+    """The upload URL and credentials, as twine finds them: the URL given, else
+    ``TWINE_REPOSITORY_URL``, else the ``repository`` section of ``.pypirc``; the user
+    and password from ``username``, ``TWINE_USERNAME``/``TWINE_PASSWORD``, the section,
+    the URL's user part, the keyring (``use_keyring``), then a prompt (``interactive``;
+    None: when stdin is a terminal)."""
     env = os.environ if environ is None else environ
     section: dict[str, str] = {}
     name = None

@@ -74,6 +74,15 @@ def config_files(environ: Mapping[str, str], prefix: str | None) -> list[Path]:
     return files
 
 
+def environment_prefix(python: Path | None) -> str | None:
+    """The target environment's prefix, where pip reads its "site" pip.conf: the given
+    Python's virtual environment, else the activated one (``VIRTUAL_ENV``)."""
+    if python is None:
+        return os.environ.get("VIRTUAL_ENV")
+    folder = python.absolute().parent.parent
+    return str(folder) if (folder / "pyvenv.cfg").is_file() else None
+
+
 def read_pip_conf(files: Sequence[Path]) -> dict[str, tuple[str, str]]:
     """{option: (value, file)} of pip.conf's install settings; [install] over [global],
     a later file over an earlier one."""

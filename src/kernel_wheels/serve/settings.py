@@ -176,3 +176,15 @@ def parse_size(text: str) -> int:
     if size <= 0:
         raise UsageError(f"--cache-size '{text}' must be above 0")
     return size
+
+
+def require_server_stack() -> None:
+    """starlette and uvicorn are the ``serve`` extra, not core dependencies: a usage
+    error naming the extra when either is missing."""
+    import importlib.util
+
+    missing = [name for name in ("starlette", "uvicorn") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UsageError(f"kernel-wheels serve needs {' and '.join(missing)}: install the "
+                         "serve extra: pip install 'kernel-wheels[serve] @ git+<repository URL>', "
+                         "or pip install '.[serve]' in a clone (README: Install)")

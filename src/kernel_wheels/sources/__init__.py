@@ -33,6 +33,9 @@ class FetchedVariant:
 
 
 class KernelSource(Protocol):
+    """A Hub repository, a git repository or a folder (:func:`open_source`), as the
+    converter sees it."""
+
     #: Default kernel name (the repository or folder name), used when a variant
     #: has no metadata.json.
     name: str

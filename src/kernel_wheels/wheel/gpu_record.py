@@ -1,13 +1,17 @@
-"""``<dist-info>/kernel_wheels_gpu.json``: the CUDA device code a wheel's binaries hold,
-so that an index and ``install`` learn which GPUs a wheel runs on without unpacking
-its binaries. Written after the binaries (a derived member: they may still be
-arriving when the wheel starts), read back from them, never from metadata.json, with
-reproducible bytes (sorted keys, no clock). ``check`` compares it with the binaries.
+"""``<dist-info>/kernel_wheels_gpu.json``: the GPU device code a wheel's binaries hold
+(only code that holds a kernel: CUDA cubins and PTX, HIP code objects), so that an index
+and ``install`` learn which GPUs a wheel runs on without unpacking its binaries. Written
+after the binaries (a derived member: they may still be arriving when the wheel starts),
+read back from them, never from metadata.json, with reproducible bytes (sorted keys, no
+clock). ``check`` compares it with the binaries.
 
 The document::
 
     {"cubins": ["sm_80", "sm_90"], "ptx": ["compute_90"],
      "binaries": {"<arcname>": {"cubins": [...], "ptx": [...]}}}
+
+and for a ROCm build ``"code_objects": ["gfx90a", "gfx942"]`` beside them (a key only
+present when there are some, so a CUDA build's record reads as before).
 """
 
 from __future__ import annotations
@@ -18,13 +22,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..kernel.gpu_archs import GpuCode, parse_code_name, sort_code_names
+from ..kernel.gpu_archs import GpuCode, parse_amd_target, parse_code_name, sort_code_names, sort_target_ids
 
 if TYPE_CHECKING:  # a checked wheel's record is read without the writer or the ELF reader
     from .writer import Member
 
 GPU_RECORD = "kernel_wheels_gpu.json"
-_NAME_KINDS = {"cubins": "sm", "ptx": "compute"}
+_NAME_KINDS = {"cubins": "sm", "ptx": "compute", "code_objects": "gfx"}
 MAX_RECORD = 1 << 20  # bytes; a record larger than this is not read
 _MAX_NAMES = 64  # nvcc knows about 20 architectures; a record listing more is not one
 
@@ -78,20 +82,23 @@ def read_gpu_record(text: str | bytes) -> GpuCode | None:
 
 
 def gpu_code_from(document: object) -> GpuCode | None:
-    """``{"cubins": [...], "ptx": [...]}`` as a GpuCode, or None if it is anything else."""
+    """``{"cubins": [...], "ptx": [...]}`` (and perhaps ``"code_objects": [...]``) as a
+    GpuCode, or None if it is anything else."""
     if not isinstance(document, dict):
         return None
     lists = []
     for key, kind in _NAME_KINDS.items():
-        names = document.get(key)
+        names = document.get(key, [] if key == "code_objects" else None)
         if not isinstance(names, list) or len(names) > _MAX_NAMES or not all(
                 isinstance(n, str) and _is_name(n, kind) for n in names):
             return None
-        lists.append(sort_code_names(names))
-    return GpuCode(lists[0], lists[1])
+        lists.append(sort_target_ids(names) if kind == "gfx" else sort_code_names(names))
+    return GpuCode(*lists)
 
 
 def _is_name(name: str, kind: str) -> bool:
+    if kind == "gfx":
+        return parse_amd_target(name) is not None
     code = parse_code_name(name)
     return code is not None and code.kind == kind
 

@@ -1,7 +1,7 @@
-"""Issue #9, the output folder: not writable, disk full, a different wheel in the way, two
-runs at once, and runs interrupted by SIGINT, SIGTERM and SIGKILL at random points. A
-run places all its wheels or none: no partial or corrupt wheel is ever visible, and the
-next run removes what a killed run left and succeeds.
+"""`kernel-wheels to-wheel` and its output folder (issue #9): not writable, disk full, a
+different wheel in the way, two runs at once, and runs interrupted by SIGINT, SIGTERM and
+SIGKILL at random points. A run places all its wheels or none: no partial or corrupt wheel
+is ever visible, and the next run removes what a killed run left and succeeds.
 
 Tests run as root here, where permission bits do not stop writes. "Not writable" is
 therefore made real three ways: a read-only bind mount and a 64 KiB tmpfs in a private

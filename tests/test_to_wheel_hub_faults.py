@@ -1,9 +1,11 @@
-"""Issue #9, Hub faults on a real loopback server: olah serves drbh/img2gray, and a
-fault-injecting HTTP proxy (tests/support/faults.py: real sockets, real HTTP) sits between it and
-kernel-wheels. Each fault is either retried with backoff until it clears (the wheel is
-then byte-identical to a clean run's) or ends in one error line and exit 1 within a
-bounded time, with no wheel and no staging folder left. HF_TOKEN is set to a
-recognisable fake in every run and never appears in any output or wheel."""
+"""`kernel-wheels to-wheel` against Hub faults on a real loopback server (issue #9): olah
+serves drbh/img2gray, and a fault-injecting HTTP proxy (tests/support/faults.py: real
+sockets, real HTTP) sits between it and kernel-wheels. Each fault is either retried with
+backoff until it clears (the wheel is then byte-identical to a clean run's) or ends in one
+error line and exit 1 after a bounded number of tries (counted: requests and retries, never
+seconds), with no wheel and no staging folder left.
+HF_TOKEN is set to a recognisable fake in every run and never appears in any output or
+wheel."""
 
 from __future__ import annotations
 
@@ -48,6 +50,8 @@ def clean_bytes(olah: Olah, tmp_path_factory: pytest.TempPathFactory) -> bytes:
 
 def convert(proxy: FaultProxy, hub_env: dict[str, str], out: Path, *args: str,
             timeout: str = "2", retries: str = "1") -> tuple[subprocess.CompletedProcess[str], float]:
+    """The run and its seconds: a wait the run must make (a Retry-After, a timeout) is a
+    lower bound on them, which a busy machine only raises; no test bounds them above."""
     env = {**hub_env, "HF_ENDPOINT": proxy.endpoint, "HF_TOKEN": TOKEN}
     started = time.monotonic()
     proc = run_cli("to-wheel", "drbh/img2gray", "1.1.2", "--variant", CPU, "-o", out,
@@ -59,6 +63,11 @@ def convert(proxy: FaultProxy, hub_env: dict[str, str], out: Path, *args: str,
     assert staging_folders(out) == []
     tally("hub", inputs=1, inspected=1)
     return proc, elapsed
+
+
+def retries(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    """The run's "trying again in N s (i/n)" warnings: the retry schedule it computed."""
+    return [line for line in proc.stderr.splitlines() if "; trying again in " in line]
 
 
 def test_every_request_carries_the_token_and_no_output_shows_it(proxy: FaultProxy, hub_env: dict[str, str],
@@ -173,63 +182,65 @@ def test_hub_down_then_back(proxy: FaultProxy, hub_env: dict[str, str], clean_by
 
 def test_hub_down_for_good(proxy: FaultProxy, hub_env: dict[str, str], tmp_path: Path) -> None:
     proxy.down()
-    proc, elapsed = convert(proxy, hub_env, tmp_path / "out")
+    proc, _ = convert(proxy, hub_env, tmp_path / "out")
     assert one_error_line(proc) == (
         f"listing refs: no usable answer from {proxy.endpoint} after 2 tries ([Errno 111] Connection "
         "refused); the timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)")
-    assert "warning: listing refs: [Errno 111] Connection refused; trying again in 0.5 s (1/1)" in proc.stderr
-    assert elapsed < 15 and visible_wheels(tmp_path / "out") == []
+    # bounded: one retry, half a second after the first refusal, then it gave up
+    assert retries(proc) == ["warning: listing refs: [Errno 111] Connection refused; trying again in 0.5 s (1/1)"]
+    assert visible_wheels(tmp_path / "out") == []
     tally("hub", faults=2)
 
 
 # (rule pattern, fault, status, headers, retries, timeout, the error after "kernel-wheels: error: ",
-#  requests the fault must have caught, the most seconds the run may take)
+#  requests the fault must have caught: each one but the last was retried once, after the wait
+#  the run announced)
 PERSISTENT = {
     "reset on listing refs": (REFS, "reset", 0, {}, "1", "2",
                               "listing refs: no usable answer from {E} after 2 tries ([Errno 104] Connection reset "
-                              "by peer); the timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
+                              "by peer); the timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)", 2),
     "killed mid-download": (r"^GET .*" + SO, "cut", 0, {}, "1", "2",
                             "downloading build/" + CPU + ": no usable answer from {E} after 2 tries ([Errno 104] "
-                            "Connection reset by peer); the timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
+                            "Connection reset by peer); the timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)", 2),
     "401": (REFS, "status", 401, {}, "1", "2",
-            "{E} refused access to drbh/img2gray (HTTP 401): the token in HF_TOKEN (not shown) lacks access", 1, 10),
+            "{E} refused access to drbh/img2gray (HTTP 401): the token in HF_TOKEN (not shown) lacks access", 1),
     "403 on a file": (r"^GET .*" + SO, "status", 403, {}, "1", "2",
                       "{E} refused access to drbh/img2gray (HTTP 403): the token in HF_TOKEN (not shown) lacks "
-                      "access", 1, 10),
-    "404": (REFS, "status", 404, {}, "1", "2", "listing refs failed: HTTP 404 from {E}", 1, 10),
+                      "access", 1),
+    "404": (REFS, "status", 404, {}, "1", "2", "listing refs failed: HTTP 404 from {E}", 1),
     "429 with Retry-After": (REFS, "status", 429, {"Retry-After": "1"}, "1", "2",
                              "listing refs: no usable answer from {E} after 2 tries (HTTP 429); the timeout is 2 s "
-                             "(--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
+                             "(--timeout, KERNEL_WHEELS_TIMEOUT)", 2),
     "429 asking for an hour": (REFS, "status", 429, {"Retry-After": "3600"}, "1", "2",
                                "listing refs: {E} is rate limiting (HTTP 429) and asks to wait 3600 s; try again "
-                               "later", 1, 10),
+                               "later", 1),
     "500": (TREE, "status", 500, {}, "1", "2",
             "listing build/: no usable answer from {E} after 2 tries (HTTP 500); the timeout is 2 s "
-            "(--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
+            "(--timeout, KERNEL_WHEELS_TIMEOUT)", 2),
     "truncated file": (r"^GET .*" + SO, "truncate", 0, {}, "1", "2",
                        "downloading build/" + CPU + ": no usable answer from {E} after 2 tries (peer closed "
                        "connection without sending complete message body (received {HALF} bytes, expected {SIZE})); "
-                       "the timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
+                       "the timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)", 2),
     # The tree listing tells each file's size and git blob id: a transfer that does not
     # match is retried, then refused, and never enters the HF cache.
     "a server lying consistently about a file": (SO, "short", 0, {}, "1", "2",
                                                  "downloading build/" + CPU + ": no usable answer from {E} after "
                                                  "2 tries ({SO_NAME}: received {HALF} bytes, the listing says "
                                                  "{SIZE}); the timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)",
-                                                 2, 15),
+                                                 2),
     "a byte changed in transit": (r"^GET .*" + SO, "flip", 0, {}, "1", "2",
                                   "downloading build/" + CPU + ": no usable answer from {E} after 2 tries "
                                   "({SO_NAME}: the bytes received differ from the listing's git blob id); the "
-                                  "timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
+                                  "timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)", 2),
     "stalled answer": (REFS, "stall", 0, {}, "1", "2",
                        "listing refs: no usable answer from {E} after 2 tries (timed out); the timeout is 2 s "
-                       "(--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
+                       "(--timeout, KERNEL_WHEELS_TIMEOUT)", 2),
     "stalled file answer": (r"^GET .*" + SO, "stall", 0, {}, "1", "2",
                               "downloading build/" + CPU + ": no usable answer from {E} after 2 tries (timed out); "
-                              "the timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
+                              "the timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)", 2),
     "stalled mid-body": (r"^GET .*" + SO, "stall_body", 0, {}, "1", "2",
                          "downloading build/" + CPU + ": no usable answer from {E} after 2 tries (timed out); the "
-                         "timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)", 2, 15),
+                         "timeout is 2 s (--timeout, KERNEL_WHEELS_TIMEOUT)", 2),
 }
 
 
@@ -244,16 +255,19 @@ def _so_facts(cpu_build: Path) -> dict[str, object]:
 def test_persistent_fault_ends_in_one_line_and_no_wheel(proxy: FaultProxy, hub_env: dict[str, str],
                                                         clean_bytes: bytes, tmp_path: Path, case: str,
                                                         cpu_build: Path) -> None:
-    pattern, fault, status, headers, retries, timeout, message, caught, bound = PERSISTENT[case]
+    pattern, fault, status, headers, tries, timeout, message, caught = PERSISTENT[case]
     message = message.format(E="{E}", **_so_facts(cpu_build))  # {E} is filled below
     proxy.add(pattern, fault, status=status, headers=headers)
     out = tmp_path / "out"
-    proc, elapsed = convert(proxy, hub_env, out, timeout=timeout, retries=retries)
+    proc, elapsed = convert(proxy, hub_env, out, timeout=timeout, retries=tries)
     assert one_error_line(proc) == message.format(E=proxy.endpoint)
-    assert elapsed < bound, f"{case}: {elapsed:.1f} s"
     if "Retry-After" in headers and headers["Retry-After"] == "1":
         assert elapsed >= 1 and "warning: listing refs: HTTP 429; trying again in 1 s (1/1)" in proc.stderr
     assert len([w for _, w in proxy.log if w != "passed"]) == caught, proxy.log
+    # the end came after a bounded schedule: a retry per caught request but the last (none
+    # for an answer no retry can change, such as a wait of an hour), each announced
+    schedule = retries(proc)
+    assert len(schedule) == caught - 1 and all(line.endswith(" s (1/1)") for line in schedule), proc.stderr
     assert not out.exists()  # the run made it, and failing, removed it: no trace
     # The same HF cache (with whatever the failed run left in it), the fault gone: the next
     # run gives exactly the clean bytes, never a wheel of partial or altered data.
@@ -311,25 +325,22 @@ def test_a_signal_during_a_download_stops_it_at_once(proxy: FaultProxy, hub_env:
                                                      tmp_path: Path, signum: int) -> None:
     """Ctrl-C or SIGTERM while a binary downloads (and the wheel writer reads it as it
     arrives): the transfer is abandoned within a piece, not finished first. The extension
-    (85 kB) comes 1 kB per 50 ms here, 4 s in all; the run must end well before it would
-    have, leave no wheel, no staging folder and no half-written blob, and the next run
-    gives the clean bytes."""
-    proxy.add(r"^GET .*" + SO, "slow")
+    (85 kB) comes 1 kB per 200 ms here, 17 s in all; the run must leave the transfer
+    (the proxy sees the connection closed) before its last byte, leave no wheel, no
+    staging folder and no half-written blob, and the next run gives the clean bytes."""
+    proxy.add(r"^GET .*" + SO, "slow", every=0.2)
     out, home = tmp_path / "out", Path(hub_env["HF_HOME"])
     env = {**os.environ, **hub_env, "HF_ENDPOINT": proxy.endpoint, "HF_TOKEN": TOKEN}
     process = subprocess.Popen(
         [sys.executable, "-m", "kernel_wheels", "to-wheel", "drbh/img2gray", "1.1.2", "--variant", CPU,
          "-o", str(out), "--timeout", "10"], env=env, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 30
-        while not list(home.rglob("*.incomplete")):  # the transfer is under way
-            assert process.poll() is None and time.monotonic() < deadline, "the download never started"
+        # the transfer is under way: its file is open and a few pieces have gone out
+        while not (list(home.rglob("*.incomplete")) and proxy.slow_sent >= 4096):
+            assert process.poll() is None, "the run ended before the download was under way"
             time.sleep(0.02)
-        time.sleep(0.3)
-        signalled = time.monotonic()
         process.send_signal(signum)
-        _, stderr = process.communicate(timeout=30)
-        stopped_after = time.monotonic() - signalled
+        _, stderr = process.communicate(timeout=120)  # a guard against a hang, not a measure
     finally:
         if process.poll() is None:
             process.kill()
@@ -337,7 +348,12 @@ def test_a_signal_during_a_download_stops_it_at_once(proxy: FaultProxy, hub_env:
     expected = {signal.SIGINT: (130, "kernel-wheels: interrupted"), signal.SIGTERM: (143, "kernel-wheels: terminated")}
     assert (process.returncode, stderr.strip().splitlines()[-1]) == expected[signum], stderr
     assert "Traceback" not in stderr and TOKEN not in stderr
-    assert stopped_after < 1.5, f"{stopped_after:.1f} s after the signal"  # the rest of the body: 3-4 s
+    # The proxy notices the closed connection at its next piece: the transfer was left, not
+    # finished (a run that waited for the rest of the body would have received all of it).
+    while not proxy.slow_transfers:
+        time.sleep(0.02)
+    (transfer,) = proxy.slow_transfers
+    assert transfer.how == "client left" and transfer.sent < transfer.total, transfer
     assert not out.exists() and staging_folders(tmp_path) == []
     assert list(home.rglob("*.incomplete")) == []
     tally("hub", inputs=1, faults=1, inspected=1)

@@ -1,25 +1,31 @@
-"""Issue #9, the command line: every invalid option value is refused with exit 2 before
-any network work (HF_ENDPOINT points at a server that records every request, and none
-arrives); --json prints a JSON error object on failure too; `check` exits as its help
-says; every argument has help text; secrets in URLs and in TWINE_PASSWORD are never
-printed. Also issue #9 item 2: pip and uv resolving a mix of snapshot and release wheels."""
+"""`kernel-wheels to-wheel`'s options and environment, checked before any work: every
+invalid option value is refused with exit 2 before any network work (HF_ENDPOINT points
+at a server that records every request, and none arrives); --json prints a JSON error
+object on failure too; credentials in a git URL are never printed or packed; the
+repository id a wheel records (--repo-id, metadata.json); progress bars, -q and -v.
+Issue #9's command-line rows (docs/reliability.md) are counted with faults.tally."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
-import zipfile
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pexpect
 import pytest
 
 from support.faults import FaultProxy, one_error_line, tally
-from support.helpers import UV, make_venv, read_member, run_cli
+from support.helpers import Olah, olah_server, one_line_error, read_member, run_cli
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
+CPU_VARIANT = CPU
+CPU_WHEEL = "img2gray-1.1.2+torch213cpucxx11-cp39-abi3-manylinux_2_28_x86_64.whl"
+PROGRESS_UNITS = re.compile(r"\d[\d.]*[kMG]?B/s")  # tqdm's rate of a byte bar, e.g. 1.2MB/s
 
 
 @pytest.fixture
@@ -54,6 +60,8 @@ TO_WHEEL = [
     ([], {"KERNEL_WHEELS_RETRIES": "x"}, "KERNEL_WHEELS_RETRIES='x' is not a number"),
     ([], {"SOURCE_DATE_EPOCH": "yesterday"}, "SOURCE_DATE_EPOCH 'yesterday' is not an integer"),
 ]
+
+
 VERSIONS = [
     (["1.x"], "'1.x' is not a version (1.1.2), a range ('>=1.1,<2') or a major (1)"),
     (["1.x", "--revision", "main"], "'1.x' is not a valid version (PEP 440)"),
@@ -61,6 +69,8 @@ VERSIONS = [
     (["--revision", ""], "--revision is empty"),
     ([], "give a VERSION (e.g. 1.1.2, '>=1.1,<2' or 1) or --revision"),
 ]
+
+
 ARGPARSE = [  # argparse's own errors: its usage, then "PROG: error: ..."
     (["1.1.2", "--jobs", "x"], "kernel-wheels to-wheel: error: argument -j/--jobs: 'x' is not a whole number"),
     (["1.1.2", "-j", "-3"], "kernel-wheels to-wheel: error: argument -j/--jobs: -3: give 1 or more (leave it "
@@ -142,72 +152,6 @@ def test_json_error_objects(recorder: tuple[FaultProxy, dict[str, str]], kernel_
     tally("cli", inputs=len(cases))
 
 
-def test_check_exit_codes_as_documented(kernel_repo: Path, tmp_path: Path) -> None:
-    """`kernel-wheels check --help`: 0 every wheel passed; 1 a wheel failed a check; 2 a
-    usage error (bad option, a path that does not exist, a folder without wheels). A
-    folder is checked wheel by wheel."""
-    help_text = " ".join(run_cli("check", "--help").stdout.split())
-    assert ("Exit status: 0 every wheel passed; 1 a wheel failed a check; 2 a usage error (bad option, a path "
-            "that does not exist, a folder without wheels).") in help_text
-    good = tmp_path / "good"
-    run_cli("to-wheel", kernel_repo, "1.1.2", "-o", good)
-    wheels = sorted(good.glob("*.whl"))
-    bad = tmp_path / "bad"
-    bad.mkdir()
-    broken = bad / wheels[0].name
-    broken.write_bytes(wheels[0].read_bytes()[:-100])  # the end of the zip cut off
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    (empty / "README.txt").write_text("no wheels here\n")
-    expectations = [
-        ([good], 0, [f"PASS {w.name}" for w in wheels], f"{len(wheels)} of {len(wheels)} wheels passed"),
-        ([*wheels], 0, [f"PASS {w.name}" for w in wheels], f"{len(wheels)} of {len(wheels)} wheels passed"),
-        ([broken], 1, [f"FAIL {broken.name}"], "0 of 1 wheels passed"),
-        ([good, bad], 1, [f"PASS {w.name}" for w in wheels] + [f"FAIL {broken.name}"],
-         f"{len(wheels)} of {len(wheels) + 1} wheels passed"),
-        ([empty / "README.txt"], 1, ["FAIL README.txt"], "0 of 1 wheels passed"),
-    ]
-    for paths, code, verdicts, summary in expectations:
-        proc = run_cli("check", *paths, check=False)
-        assert proc.returncode == code, (paths, proc.stdout)
-        assert [line for line in proc.stdout.splitlines() if not line.startswith("  ")] == verdicts
-        assert proc.stderr.strip().splitlines()[-1] == summary
-    for paths, message in (([tmp_path / "nowhere.whl"], f"{tmp_path / 'nowhere.whl'} does not exist"),
-                           ([empty], f"{empty} is a folder with no .whl files"),
-                           ):
-        assert one_error_line(run_cli("check", *paths, check=False), 2) == message
-    refused = run_cli("check", "--jobs", "-1", good, check=False)
-    assert refused.returncode == 2 and refused.stderr.strip().splitlines()[-1] == (
-        "kernel-wheels check: error: argument -j/--jobs: -1: give 1 or more (leave it out for one per CPU)")
-    tally("cli", inputs=len(expectations) + 3)
-
-
-def test_check_accepts_directory_entries(kernel_repo: Path, tmp_path: Path) -> None:
-    """`zip -r` writes an entry per folder; a wheel with them is valid."""
-    run_cli("to-wheel", kernel_repo, "1.1.2", "-o", tmp_path / "w", "--variant", CPU)
-    wheel = next((tmp_path / "w").glob("*.whl"))
-    unpacked = tmp_path / "unpacked"
-    with zipfile.ZipFile(wheel) as zf:
-        zf.extractall(unpacked)
-    rezipped = tmp_path / "rezipped" / wheel.name
-    rezipped.parent.mkdir()
-    subprocess.run(["zip", "-qr", str(rezipped), "."], cwd=unpacked, check=True)
-    with zipfile.ZipFile(rezipped) as zf:
-        assert any(info.is_dir() for info in zf.infolist())
-    assert run_cli("check", rezipped).stdout.startswith(f"PASS {wheel.name}")
-
-
-@pytest.mark.parametrize("command", ["to-wheel", "check", "variants"])
-def test_every_argument_has_help_text(command: str) -> None:
-    from kernel_wheels.cli import build_parser
-
-    parser = build_parser()
-    sub = next(a for a in parser._actions if a.dest == "command").choices[command]  # type: ignore[union-attr]
-    missing = [a.dest for a in sub._actions if not a.help or not a.help.strip()]
-    assert missing == []
-    assert run_cli(command, "--help").stdout.count("examples:") == 1
-
-
 def test_credentials_in_a_git_url_are_never_printed_or_packed(kernel_repo: Path, tmp_path: Path) -> None:
     secret = "ghp_kwFakeGitToken0123456789"
     # a clone whose origin carries credentials: the wheel records the canonical URL only
@@ -230,80 +174,95 @@ def test_credentials_in_a_git_url_are_never_printed_or_packed(kernel_repo: Path,
     tally("cli", inputs=3)
 
 
-def test_index_password_never_printed(tmp_path: Path, kernel_repo: Path) -> None:
-    """TWINE_PASSWORD and a password in the upload URL, with --json, to a server that is
-    down (tests/test_publish.py scans the real servers' answers)."""
-    from support.helpers import free_port
-
-    run_cli("to-wheel", kernel_repo, "1.1.2", "-o", tmp_path / "w", "--variant", CPU)
-    secret = "kwFakeIndexPassword-0987"
-    port = free_port()
-    for url, extra in ((f"http://127.0.0.1:{port}/", {"TWINE_USERNAME": "ci", "TWINE_PASSWORD": secret}),
-                       (f"http://ci:{secret}@127.0.0.1:{port}/", {})):
-        proc = run_cli("publish", tmp_path / "w", "--repository-url", url, "--json", "--no-keyring",
-                       env=extra, check=False)
-        assert proc.returncode == 1 and json.loads(proc.stdout)["error"]["exit_code"] == 1
-        assert secret not in proc.stdout + proc.stderr
-    tally("cli", inputs=2)
+def kw(*args: str | Path) -> list[str]:
+    return [sys.executable, "-m", "kernel_wheels", *map(str, args)]
 
 
-# -- item 2: installers and snapshot versions -------------------------------------------
 @pytest.fixture(scope="module")
-def mixed_wheels(kernel_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Folders of CPU wheels: 1.1.1, 1.1.2, the snapshot of the later build on branch v1
-    (1.1.2.post0.dev20260103000000), and 1.1.3 (a release tagged after it); and the same
-    without 1.1.3."""
-    work = tmp_path_factory.mktemp("mixed")
-    clone = work / "img2gray"
-    subprocess.run(["git", "clone", "-q", str(kernel_repo), str(clone)], check=True)
-    subprocess.run(["git", "-C", str(clone), "branch", "v1", "origin/v1"], check=True)
-    date = {"GIT_AUTHOR_DATE": "1767484800 +0000", "GIT_COMMITTER_DATE": "1767484800 +0000",  # 2026-01-04
-            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    subprocess.run(["git", "-C", str(clone), "checkout", "-q", "v1"], check=True)
-    (clone / "README.md").write_text("# img2gray\n\nRelease 1.1.3.\n")
-    subprocess.run(["git", "-C", str(clone), "commit", "-qam", "1.1.3"], check=True, env={**os.environ, **date})
-    subprocess.run(["git", "-C", str(clone), "tag", "v1.1.3"], check=True)
-    every = work / "every"
-    for version in ("1.1.1", "1.1.2", "1.1.3"):
-        run_cli("to-wheel", clone, version, "-o", every, "--variant", CPU)
-    run_cli("to-wheel", clone, "--revision", "v1~1", "-o", every, "--variant", CPU)  # the v1 build before 1.1.3
-    names = sorted(p.name for p in every.iterdir())
-    assert [n.split("-")[1] for n in names] == [
-        "1.1.1+torch213cpucxx11", "1.1.2+torch213cpucxx11", "1.1.2.post0.dev20260103000000+torch213cpucxx11",
-        "1.1.3+torch213cpucxx11"]
-    before = work / "before-1.1.3"
-    before.mkdir()
-    for name in names[:3]:
-        shutil.copy(every / name, before / name)
-    return {"every": every, "before": before}
+def hub(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Olah]:
+    root = tmp_path_factory.mktemp("conv-olah")
+    shutil.copytree(repo, root / "mirror" / "kernels" / "drbh" / "img2gray")
+    with olah_server(root, root / "mirror", "kernels/drbh/img2gray") as server:
+        yield server
 
 
-@pytest.mark.parametrize("installer", ["pip", "uv"])
-def test_installers_take_releases_unless_asked_for_snapshots(installer: str, mixed_wheels: dict[str, Path],
-                                                              tmp_path: Path) -> None:
-    python = make_venv(tmp_path / "venv")
-    snapshot = "1.1.2.post0.dev20260103000000"
-    pre = ["--pre"] if installer == "pip" else ["--prerelease", "allow"]
-    cases = [  # (folder, requirement, extra arguments, the version installed)
-        ("every", "img2gray", [], "1.1.3"),
-        ("every", "img2gray", pre, "1.1.3"),  # a snapshot sorts before the next release
-        ("every", "img2gray<1.1.3", [], "1.1.2"),
-        ("every", "img2gray<1.1.3", pre, snapshot),
-        ("every", f"img2gray=={snapshot}", [], snapshot),
-        ("before", "img2gray", [], "1.1.2"),
-        ("before", "img2gray", pre, snapshot),
-    ]
-    for folder, requirement, extra, version in cases:
-        if installer == "pip":
-            cmd = [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--force-reinstall",
-                   "--find-links", str(mixed_wheels[folder]), *extra, requirement]
-        else:
-            cmd = [UV, "pip", "install", "-q", "--python", str(python), "--no-deps", "--no-index", "--reinstall",
-                   "--find-links", str(mixed_wheels[folder]), *extra, requirement]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        installed = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('img2gray'))"],
-                                   capture_output=True, text=True, check=True).stdout.strip()
-        assert installed == f"{version}+torch213cpucxx11", (folder, requirement, extra)
-    tally("cli", inputs=len(cases))
+def hub_env(hub: Olah, tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "HF_ENDPOINT": hub.endpoint, "HF_HOME": str(tmp_path / "hf-home"),
+            "KERNEL_WHEELS_CACHE": str(tmp_path / "kw-cache")}
 
+
+def test_progress_bars_on_a_terminal_with_bytes_and_rate(hub: Olah, tmp_path: Path) -> None:
+    """A download from the Hub and the wheel's writing each draw a tqdm bar with bytes
+    and a rate, on a terminal; with stderr a pipe, none (unless --progress-bar on)."""
+    env = hub_env(hub, tmp_path)
+    child = pexpect.spawn(sys.executable, ["-m", "kernel_wheels", "to-wheel", "drbh/img2gray", "1.1.2",
+                                           "-o", str(tmp_path / "tty")],
+                          env=env, encoding="utf-8", timeout=300, dimensions=(40, 160))
+    child.expect(pexpect.EOF)
+    child.close()
+    shown = child.before
+    assert child.exitstatus == 0, shown
+    assert f"build/{CPU_VARIANT}:" in shown and "writing img2gray-1.1.2" in shown
+    assert PROGRESS_UNITS.search(shown), shown
+    assert f"☸ {CPU_WHEEL}" in shown
+
+    piped = subprocess.run(kw("to-wheel", "drbh/img2gray", "1.1.2", "-o", tmp_path / "pipe"),
+                           env={**env, "HF_HOME": str(tmp_path / "hf-2")}, capture_output=True, text=True)
+    assert piped.returncode == 0 and f"☸ {CPU_WHEEL}" in piped.stderr
+    assert not PROGRESS_UNITS.search(piped.stderr) and "\r" not in piped.stderr
+    forced = subprocess.run(kw("to-wheel", "drbh/img2gray", "1.1.2", "-o", tmp_path / "on",
+                               "--progress-bar", "on"),
+                            env={**env, "HF_HOME": str(tmp_path / "hf-3")}, capture_output=True, text=True)
+    assert forced.returncode == 0 and PROGRESS_UNITS.search(forced.stderr), forced.stderr
+    assert forced.stdout == ""  # bars never touch stdout (--json's)
+    for folder in ("pipe", "on"):
+        assert (tmp_path / folder / CPU_WHEEL).read_bytes() == (tmp_path / "tty" / CPU_WHEEL).read_bytes()
+
+
+def test_quiet_verbose_and_files_left_out(cpu_build: Path, tmp_path: Path) -> None:
+    """Byte-code caches are left out of a wheel by design: said only with -v, naming
+    exactly those files. -q keeps warnings, -qq says nothing."""
+    variant = tmp_path / CPU_VARIANT
+    shutil.copytree(cpu_build, variant)
+    cache = variant / "img2gray" / "__pycache__" if (variant / "img2gray").is_dir() else variant / "__pycache__"
+    cache.mkdir(exist_ok=True)
+    (cache / "ops.cpython-311.pyc").write_bytes(b"\x00")
+    plain = run_cli("to-wheel", variant, "1.1.2", "-o", tmp_path / "a")
+    assert "left out" not in plain.stderr and f"☸ {CPU_WHEEL}" in plain.stderr
+    verbose = run_cli("to-wheel", variant, "1.1.2", "-o", tmp_path / "b", "-v")
+    (line,) = [line for line in verbose.stderr.splitlines() if "left out" in line]
+    relpath = cache.relative_to(variant).as_posix() + "/ops.cpython-311.pyc"
+    assert line == f"build/{CPU_VARIANT}: 1 byte-code cache file(s) left out by design: {relpath}"
+    quiet = run_cli("to-wheel", variant, "1.1.2", "-o", tmp_path / "c", "-q", "--no-check")
+    assert quiet.stderr.strip().splitlines() == [
+        "warning: --no-check: wheels are written WITHOUT checking that they are what their names "
+        "claim"] or all(line.startswith("warning:") for line in quiet.stderr.splitlines()), quiet.stderr
+    silent = run_cli("to-wheel", variant, "1.1.2", "-o", tmp_path / "d", "-qq", "--no-check")
+    assert silent.stderr == "" and (tmp_path / "d" / CPU_WHEEL).is_file()
+
+
+@pytest.mark.parametrize("repo_id", ["acme", "acme/../x", "a/b=c", "a/b:c"])
+def test_to_wheel_refuses_a_malformed_repo_id(kernel_folder: Path, tmp_path: Path,
+                                              repo_id: str) -> None:
+    proc = run_cli("to-wheel", kernel_folder, "1.1.2", "--repo-id", repo_id, "-o", tmp_path,
+                   check=False)
+    one_line_error(proc, "--repo-id", "org/name", status=2)
+    assert not list(tmp_path.iterdir())
+
+
+def test_metadata_repo_id_from_a_hostile_folder_is_refused(kernel_folder: Path,
+                                                           tmp_path: Path) -> None:
+    root = tmp_path / "k"
+    shutil.copytree(kernel_folder, root)
+    meta_path = next(root.glob("build/*/metadata.json"))
+    meta = json.loads(meta_path.read_text())
+    meta["repo-id"] = "acme/x=/etc:evil/y"
+    meta_path.write_text(json.dumps(meta))
+    proc = run_cli("to-wheel", root, "1.1.2", "-o", tmp_path / "out", check=False)
+    one_line_error(proc, "repo-id", status=1)
+
+
+def test_to_wheel_output_that_is_a_file_is_a_usage_error(kernel_folder: Path, tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("")
+    proc = run_cli("to-wheel", kernel_folder, "1.1.2", "-o", tmp_path / "afile", check=False)
+    one_line_error(proc, "afile is a file, not a folder", status=2)

@@ -1,0 +1,62 @@
+"""What an install run reports: its JSON document, and, when a kernel has no fitting
+wheel, the error and each file's reason for not fitting."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..errors import NoMatchingWheelError
+from .core import Choice, InstallResult
+
+
+def install_document(results: Sequence[InstallResult]) -> dict[str, object]:
+    """``install --json``: one kernel's decision is the document; several kernels' are a
+    list of them."""
+    documents = [{**result.choice.to_dict(), "command": list(result.command),
+                  "index_env": list(result.index_env), "installed": result.installed}
+                 for result in results]
+    return documents[0] if len(documents) == 1 else {"kernels": documents}
+
+
+@dataclass(frozen=True)
+class Unfit:
+    """A kernel nothing on the index fits: the error (carrying the run's JSON document)
+    and the lines shown before it, one per file with its reason (none when only the GPU
+    ruled the builds out: the error names the GPU and what each build holds)."""
+
+    error: NoMatchingWheelError
+    rejections: tuple[str, ...]
+
+
+def unfit(results: Sequence[InstallResult], *, backend: str | None, several: bool) -> Unfit | None:
+    """The first kernel of ``results`` that has no fitting wheel, if any. ``backend``: the
+    --backend asked for; ``several``: whether more than one kernel was asked for (then
+    nothing was installed, and the error says so)."""
+    choice = next((result.choice for result in results if result.choice.chosen is None), None)
+    if choice is None:
+        return None
+    if choice.gpu is not None and (line := choice.gpu.no_fit()):
+        found = Unfit(NoMatchingWheelError(f"no wheel of {choice.project} fits: {line}"), ())
+    else:
+        found = Unfit(NoMatchingWheelError(
+            f"no wheel of {choice.project} fits {choice.environment.describe()}: "
+            f"{len(choice.decisions)} file(s) on the index, each rejected above"
+            + _backend_hint(choice, backend) + ("; nothing was installed" if several else "")),
+            tuple(f"rejected {d.file.filename}: {d.rejected}" for d in choice.decisions))
+    found.error.json_details = install_document(results)  # one document: the decisions and the error
+    return found
+
+
+def _backend_hint(choice: Choice, backend: str | None) -> str:
+    """A CPU build is there but torch is built for a GPU: say how to take it."""
+    target = choice.environment.target
+    if backend is not None or target is None or target.backend == "cpu":
+        return ""
+    cpu_builds = [d for d in choice.decisions
+                  if d.wheel is not None and d.wheel.variant is not None
+                  and d.wheel.variant.backend == "cpu"]
+    if not cpu_builds:
+        return ""
+    return (f" (a CPU build is there: --backend cpu runs it on this {target.backend_tag} "
+            "torch)")
