@@ -132,7 +132,8 @@ def _open_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> IO[bytes]:
     checks the size and CRC-32; only its decompressor object is swapped, before anything
     is read (``ZipExtFile._decompressor``, there since Python 3.3; kept as is if absent)."""
     member = zf.open(info)
-    if info.compress_type == zipfile.ZIP_DEFLATED and hasattr(member, "_decompressor"):
+    if info.compress_type == zipfile.ZIP_DEFLATED and info.compress_size >= _CHUNK \
+            and hasattr(member, "_decompressor"):  # a small member: not worth importing zlib-ng
         from zlib_ng import zlib_ng
 
         member._decompressor = zlib_ng.decompressobj(-15)

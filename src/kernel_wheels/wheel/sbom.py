@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -106,6 +105,8 @@ def serial_number(filename: str, files: Sequence[WrittenMember]) -> str:
     digest = hashlib.sha256(filename.encode())
     for member in files:
         digest.update(f"\n{member.arcname}\0{member.sha256.hex()}".encode())
+    import uuid  # here: checking a wheel's SBOM never makes a serial number
+
     return f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, 'kernel-wheels:' + digest.hexdigest())}"
 
 
