@@ -48,6 +48,9 @@ class Budget:
         self.left = limit
 
     def spend(self, declared: int, what: str) -> None:
+        # The payload's own bound first: its error names the payload's claim, the more
+        # specific of the two.
+        _check_declared(declared, what)
         if declared > self.left:
             raise InflateError(f"{what} would take its section's compressed payloads past "
                                f"{MAX_INFLATED_PER_SECTION} inflated bytes in all")
@@ -66,9 +69,7 @@ def inflate(data: bytes, method: str, declared: int, what: str) -> bytes:
 def inflate_prefix(data: bytes, method: str, declared: int, what: str) -> tuple[bytes, int]:
     """The stream at the start of ``data`` (zstd or zlib, which mark their own end)
     inflated to exactly ``declared`` bytes, and how many bytes of ``data`` it took."""
-    if not 0 < declared <= MAX_INFLATED:
-        raise InflateError(f"{what} says it inflates to {declared} bytes (the bound is "
-                           f"{MAX_INFLATED})")
+    _check_declared(declared, what)
     if declared > MAX_RATIO * len(data):
         raise InflateError(f"{what} says {len(data)} compressed bytes inflate to {declared}, "
                            f"more than {MAX_RATIO} times as many")
@@ -87,6 +88,12 @@ def inflate_prefix(data: bytes, method: str, declared: int, what: str) -> tuple[
     if out[0] is None:
         raise InflateError(f"{what} does not inflate to the {declared} bytes it says ({method})")
     return out[0], out[1]
+
+
+def _check_declared(declared: int, what: str) -> None:
+    if not 0 < declared <= MAX_INFLATED:
+        raise InflateError(f"{what} says it inflates to {declared} bytes (the bound is "
+                           f"{MAX_INFLATED})")
 
 
 def _lz4(data: bytes, declared: int) -> bytes | None:

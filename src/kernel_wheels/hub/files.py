@@ -32,6 +32,7 @@ from typing import Any
 from ..confine import commit_id, file_name, inside, ref_name, shown
 from ..errors import SourceError
 from ..kernel.arrival import Arrival
+from ..progress import readable_size
 
 LANDING = 1 << 20
 
@@ -96,8 +97,8 @@ def check_space(folder: Path, needed: int, what: str) -> None:
         probe = probe.parent
     free = shutil.disk_usage(probe).free
     if needed > free:
-        raise SourceError(f"{what}: needs {needed / 1e6:.0f} MB in the HF cache ({folder.parent}), "
-                          f"only {free / 1e6:.0f} MB free there (HF_HOME, HF_HUB_CACHE)")
+        raise SourceError(f"{what}: needs {readable_size(needed)} in the HF cache ({folder.parent}), "
+                          f"only {readable_size(free)} free there (HF_HOME, HF_HUB_CACHE)")
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from ..kernel.repo_id import hub_url
 from ..kernel.revision import Revision
 from ..kernel.versions import VersionRequest, describe_versions, ref_for_request, releases_around
 from ..network import NetworkSettings
-from ..progress import SILENT_TASK, Task, as_progress
+from ..progress import SILENT_TASK, Task, as_progress, readable_size
 from . import FetchedVariant
 
 # A variant's listing and the files the converter reads before writing (metadata.json,
@@ -268,7 +268,7 @@ class HubSource:
                     return
             task.finish()
             size = sum(f.size for f in missing)
-            self.progress(f"downloaded build/{name}: {len(missing)} files, {size / 1e6:.1f} MB "
+            self.progress(f"downloaded build/{name}: {len(missing)} files, {readable_size(size)} "
                           f"in {time.monotonic() - started:.1f} s")
         return one_done
 
