@@ -253,8 +253,9 @@ class Installed:
 
 class TargetProbe:
     """The one probe of the target Python for ``install``, running while the index is
-    read: :meth:`early` answers at once (torch installed? pip?), :meth:`finish` with the
-    environment (torch imported, or its build facts from the cache) and what is installed.
+    read: :meth:`early` answers at once (torch installed? pip?); the interpreter's tags
+    and what is installed follow meanwhile; :meth:`finish` lets it ask torch (imported,
+    or its build facts from the cache) and returns the environment and what is installed.
     The probe runs in an empty private folder (``python -c`` puts its working folder
     first on ``sys.path``, where a planted ``json.py`` would run instead)."""
 
@@ -267,8 +268,8 @@ class TargetProbe:
         try:
             self._proc = subprocess.Popen(
                 [str(python), "-c", source, "--early", *probe.QUESTIONS, "installed"],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=self._scratch.name,
-                env=env)
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                cwd=self._scratch.name, env=env)
         except OSError as exc:
             self._scratch.cleanup()
             raise EnvironmentProbeError(f"cannot run {python}: {exc.strerror or exc}") from None
@@ -301,9 +302,10 @@ class TargetProbe:
                 from None
 
     def finish(self) -> tuple[Environment, Installed]:
-        """The environment and what is installed (waits for torch's import, if any)."""
+        """The environment and what is installed: torch is asked now (imported, unless
+        its build's facts are in the cache)."""
         try:
-            out, err = self._proc.communicate(timeout=self.timeout)
+            out, err = self._proc.communicate("go\n", timeout=self.timeout)
         except subprocess.TimeoutExpired:
             self.close()
             raise EnvironmentProbeError(f"{self.python} did not answer within {self.timeout:.0f} s") \

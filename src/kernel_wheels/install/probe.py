@@ -23,17 +23,21 @@ call answers every question it is given, in one JSON object of facts:
 
 ``install`` asks everything in one run (issue #42: one probe, not five). Run as a script
 with ``--early``, it first prints one line of what costs nothing (torch's version from
-its metadata, whether pip is there), so that ``install`` can refuse early and read the
-index while torch is imported. ``KERNEL_WHEELS_PROBE_CACHE`` names a folder of torch's
-build facts by torch's RECORD (see :func:`_torch`): a torch whose RECORD is the same
-file for file, hash for hash, is the same build, so its version, C++ ABI and CUDA / ROCm
-/ XPU versions are the same, and it need not be imported again to say them.
+its metadata, whether pip is there), so that ``install`` can refuse early; it then
+answers what needs no torch while ``install`` reads the index, and asks torch only once
+``install`` writes ``go`` on its stdin (nothing imports torch for an index that fails).
+
+``KERNEL_WHEELS_PROBE_CACHE`` names a folder of torch's build facts by torch's RECORD
+(see :func:`_cache_file`): a torch whose RECORD is the same file for file, hash for hash,
+is the same build, so its version, C++ ABI and CUDA / ROCm / XPU versions are the same,
+and it need not be imported again to say them.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
@@ -64,8 +68,6 @@ def answer(questions: Collection[str]) -> dict[str, Any]:
 
 def early() -> dict[str, Any]:
     """What costs nothing: torch's version (from its metadata) and whether pip is there."""
-    import importlib.util
-
     return {"python": sys.executable, "torch": _dist_version("torch"),
             "pip": importlib.util.find_spec("pip") is not None}
 
@@ -124,7 +126,18 @@ def _cache_file() -> Any:
         return None
     if not record:
         return None
-    key = hashlib.sha256(f"{sys.implementation.name} {sys.version}\n{record}".encode(
+    # RECORD's hashes say what was installed, not what is there now: the files torch's
+    # facts come from (its version and its package's start) are keyed by their state too.
+    package = importlib.util.find_spec("torch")
+    torch_folder = os.path.dirname(package.origin) if package and package.origin else ""
+    states = []
+    for name in ("__init__.py", "version.py"):
+        try:
+            found = os.stat(os.path.join(torch_folder, name))
+            states.append(f"{name} {found.st_size} {found.st_mtime_ns}")
+        except OSError:
+            return None
+    key = hashlib.sha256(f"{sys.implementation.name} {sys.version}\n{states}\n{record}".encode(
         "utf-8", "surrogateescape")).hexdigest()
     return os.path.join(folder, f"torch-{key}.json")
 
@@ -215,7 +228,15 @@ if __name__ == "__main__":
     # --early, the early facts come first, on a line of their own, before torch is imported.
     asked = sys.argv[1:]
     if asked[:1] == ["--early"]:
+        # Then what needs no torch, while install reads the index; torch only once
+        # install says "go" on stdin (the index answered: torch's import is worth it).
         asked = asked[1:]
         sys.stdout.write(json.dumps(early()) + "\n")
         sys.stdout.flush()
-    sys.stdout.write("\n" + json.dumps(answer(asked)) + "\n")
+        facts = answer([q for q in asked if q not in ("torch", "gpu")])
+        if sys.stdin.readline().strip() != "go":
+            raise SystemExit(0)
+        facts.update(answer([q for q in asked if q in ("torch", "gpu")]))
+    else:
+        facts = answer(asked)
+    sys.stdout.write("\n" + json.dumps(facts) + "\n")
