@@ -130,13 +130,17 @@ def kernel_repo(tmp_path_factory: pytest.TempPathFactory, build_output: Path) ->
 @pytest.fixture(scope="session")
 def foreign_binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Real binaries for other platforms, cross-compiled with zig: an aarch64 Linux .so,
-    an arm64 macOS (min 26.0) and a 14.0 one, and an x86-64 Windows DLL."""
+    arm64 macOS ones (min 26.0 as kernel-builder builds Metal, 15.0 as it builds CPU,
+    14.0, and 15.4), an x86-64 macOS one, and x86-64 and arm64 Windows DLLs."""
     targets = {
         "linux-aarch64": ("aarch64-linux-gnu.2.28", "ext_aarch64.so"),
         "macos-26": ("aarch64-macos.26.0", "ext_macos26.so"),
+        "macos-15": ("aarch64-macos.15.0", "ext_macos15.so"),
+        "macos-15.4": ("aarch64-macos.15.4", "ext_macos15_4.so"),
         "macos-14": ("aarch64-macos.14.0", "ext_macos14.so"),
         "macos-x86": ("x86_64-macos.26.0", "ext_macos_x86.so"),
         "windows": ("x86_64-windows-gnu", "ext.pyd"),
+        "windows-arm64": ("aarch64-windows-gnu", "ext_arm64.pyd"),
     }
 
     def make(out: Path) -> None:
@@ -176,8 +180,9 @@ def matrix_folder(tmp_path_factory: pytest.TempPathFactory, cpu_build: Path,
             shutil.copy(real_so, package / real_so.name)
         elif name.endswith("aarch64-linux"):
             shutil.copy(foreign_binaries["linux-aarch64"], package / "_img2gray_x.abi3.so")
-        elif name.endswith("darwin"):
-            shutil.copy(foreign_binaries["macos-26"], package / "_img2gray_x.abi3.so")
+        elif name.endswith("darwin"):  # as kernel-builder builds them: Metal 26.0, CPU 15.0
+            binary = foreign_binaries["macos-26" if "-metal-" in name else "macos-15"]
+            shutil.copy(binary, package / "_img2gray_x.abi3.so")
         elif name.endswith("windows"):
             shutil.copy(foreign_binaries["windows"], package / "_img2gray_x.pyd")
         if layout == "flat":

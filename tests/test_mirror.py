@@ -303,6 +303,14 @@ def test_org_mirrors_exactly_that_organisations_repositories(tmp_path: Path, s3:
                  body=b'{"error": "Not Found"}')
         partial = as_json(mirror("--org", "org-a", "--to", tmp_path / "site2", "--json", env=env))
         assert [(i["repo"], i["version"]) for i in partial["items"]] == [("org-a/two", "0.1.0")]
+        # A listing page that fails transiently is asked again, as every Hub question is.
+        hub.rule(r"^GET /api/models\?", "raw", status=503, content_type="text/plain", body=b"busy",
+                 times=1)
+        before = hub.count(r"^GET /api/models\?")
+        retried = mirror("--org", "org-a", "--to", tmp_path / "site-retried", "--json", env=env)
+        assert hub.count(r"^GET /api/models\?") == before + 2
+        assert "warning: --org org-a: the Hub's model listing: HTTP 503" in retried.stderr, retried.stderr
+        assert [(i["repo"], i["version"]) for i in as_json(retried)["items"]] == [("org-a/two", "0.1.0")]
         # A listing that fails (rather than is not offered) stops the run: going on with the
         # other would drop that listing's repositories without a word.
         down = hub.rule(r"^GET /api/models\?", "raw", status=500, content_type="text/plain", body=b"down")

@@ -48,7 +48,9 @@ TO_WHEEL = [
     (["--compression", "-1"], {}, "--compression -1: a deflate level is 0 (store) to 9 (smallest)"),
     (["--python-version", "2.7"], {}, "--python-version '2.7' is not like 3.9"),
     (["--manylinux-version", "x"], {}, "--manylinux-version 'x' is not like 2.28"),
-    (["--macos-version", "x"], {}, "--macos-version 'x' is not like 26.0"),
+    (["--macos-version", "x"], {}, "--macos-version 'x' is not like 15.0 (or auto)"),
+    (["--macos-version", "15.4"], {}, "--macos-version '15.4': wheel tags name macOS 11 and later "
+                                      "by major release only (15.0 or 16.0)"),
     (["--manylinux-version", "auto", "--no-check"], {}, "--manylinux-version auto needs the checks (drop --no-check)"),
     (["--dist-name", "a b!"], {}, "'a b!' is not a valid distribution name"),
     (["--timeout", "0"], {}, "--timeout 0.0: give a finite number of seconds above 0"),

@@ -58,7 +58,8 @@ RELEASE = {
     "torch-universal": [],
 }
 LINUX_TAGS = ("cp311-cp311-manylinux_2_28_x86_64", "cp39-abi3-manylinux_2_28_x86_64", "py3-none-any")
-MAC_TAGS = ("cp311-cp311-macosx_26_0_arm64", "cp39-abi3-macosx_26_0_arm64", "py3-none-any")
+MAC_TAGS = ("cp311-cp311-macosx_26_0_arm64", "cp39-abi3-macosx_26_0_arm64",
+            "cp39-abi3-macosx_15_0_arm64", "py3-none-any")  # macOS 26 takes 15.0 wheels too
 CUDA_VERSIONS = ("11.8", "12.0", "12.1", "12.4", "12.6", "12.8", "12.9", "13.0", "13.1")
 GPUS = (50, 60, 70, 75, 80, 86, 89, 90, 100, 120)
 

@@ -22,9 +22,13 @@ CONTRACT = {
     "torch213-metal-aarch64-darwin": (
         "img2gray-1.1.2+torch213metal-cp39-abi3-macosx_26_0_arm64.whl", "torch==2.13.*"),
     "torch213-cpu-aarch64-darwin": (
-        "img2gray-1.1.2+torch213cpu-cp39-abi3-macosx_26_0_arm64.whl", "torch==2.13.*"),
+        "img2gray-1.1.2+torch213cpu-cp39-abi3-macosx_15_0_arm64.whl", "torch==2.13.*"),
+    "tvm-ffi01-cpu-aarch64-darwin": (  # not in MATRIX: tests/test_to_wheel_platforms.py converts it
+        "img2gray-1.1.2+tvmffi01cpu-cp39-abi3-macosx_15_0_arm64.whl", "apache-tvm-ffi==0.1.*"),
     "torch213-cxx11-cu130-x86_64-windows": (
         "img2gray-1.1.2+torch213cu130cxx11-cp39-abi3-win_amd64.whl", "torch==2.13.*"),
+    "torch213-cu130-aarch64-windows": (  # not in MATRIX: tests/test_to_wheel_platforms.py converts it
+        "img2gray-1.1.2+torch213cu130-cp39-abi3-win_arm64.whl", "torch==2.13.*"),
     "torch213-cu130-x86_64-windows": (
         "img2gray-1.1.2+torch213cu130-cp39-abi3-win_amd64.whl", "torch==2.13.*"),
     "torch-stable-abi210-cu128-x86_64-linux": (

@@ -74,7 +74,8 @@ class HubRepo:
 @dataclass
 class Rule:
     """An answer for requests whose ``"METHOD /path"`` (path as sent, still quoted)
-    matches ``pattern``, from its ``after + 1``-th match on."""
+    matches ``pattern``, from its ``after + 1``-th match on (for ``times`` matches, when
+    given: a fault that passes)."""
 
     pattern: re.Pattern[str]
     action: str  # stall | trickle | raw
@@ -83,6 +84,7 @@ class Rule:
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
     after: int = 0
+    times: int | None = None
     seen: int = 0
 
 
@@ -154,7 +156,7 @@ class HostileHub:
     @staticmethod
     def _take(rule: Rule) -> bool:
         rule.seen += 1
-        return rule.seen > rule.after
+        return rule.seen > rule.after and (rule.times is None or rule.seen <= rule.after + rule.times)
 
     def _answer(self, raw_path: str) -> tuple[int, str, bytes, dict[str, str]]:
         split = urlsplit(raw_path)

@@ -7,6 +7,8 @@ Not checked (reported as "not verified"): their library dependencies and symbols
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import data
@@ -21,30 +23,65 @@ def _version(packed: int) -> tuple[int, int]:
     return packed >> 16, (packed >> 8) & 0xFF
 
 
-def check_macho(path: Path, arcname: str, platform: str) -> list[Finding]:
-    """``platform`` is a tag such as ``macosx_26_0_arm64``."""
+@dataclass(frozen=True)
+class MachoSlice:
+    """One architecture of a Mach-O file (a fat file has several)."""
+
+    cputype: int
+    #: The minimum macOS it records (``LC_BUILD_VERSION``'s ``minos``, or
+    #: ``LC_VERSION_MIN_MACOSX``); None when it records none.
+    minimum: tuple[int, int] | None
+
+
+def macho_slices(path: Path) -> tuple[MachoSlice, ...]:
+    """Every architecture of the Mach-O file at ``path``; raises (macholib's own errors,
+    ValueError, struct.error, OSError) when it is not a readable one."""
     from macholib.MachO import MachO
 
-    _, major, minor, arch = platform.split("_", 3)
-    tagged = (int(major), int(minor))
-    findings = []
-    try:
-        macho = MachO(str(path))
-    except Exception as exc:
-        return [Finding("macho", Status.FAIL, f"{arcname} is not a readable Mach-O file: {exc}")]
-    archs = {"arm64": "arm64", "x86_64": "x86_64", "universal2": None}
-    wanted_cpu = data.load("binaries")["macho_cputypes"].get(archs.get(arch) or "", None)
-    for header in macho.headers:
-        cputype = header.header.cputype
-        if wanted_cpu is not None and cputype != wanted_cpu:
-            findings.append(Finding("macho", Status.FAIL,
-                                    f"{arcname} has CPU type {cputype}, not {arch}"))
+    slices = []
+    for header in MachO(str(path)).headers:
         minimum = None
         for load_command, command, _data in header.commands:
             if load_command.cmd == LC_BUILD_VERSION:
                 minimum = _version(command.minos)
             elif load_command.cmd == LC_VERSION_MIN_MACOSX:
                 minimum = _version(command.version)
+        slices.append(MachoSlice(header.header.cputype, minimum))
+    return tuple(slices)
+
+
+def macos_needed(paths: Iterable[Path]) -> tuple[int, int] | None:
+    """The highest minimum macOS that any Mach-O file among ``paths`` records (other
+    files are passed over); None when none records one, or when one cannot be read
+    (the check that follows names it)."""
+    found: list[tuple[int, int]] = []
+    for path in paths:
+        with path.open("rb") as stream:
+            if stream.read(4) not in MACHO_MAGICS:
+                continue
+        try:
+            found += [s.minimum for s in macho_slices(path) if s.minimum is not None]
+        except Exception:  # macholib raises what it likes for a malformed file
+            return None
+    return max(found, default=None)
+
+
+def check_macho(path: Path, arcname: str, platform: str) -> list[Finding]:
+    """``platform`` is a tag such as ``macosx_26_0_arm64``."""
+    _, major, minor, arch = platform.split("_", 3)
+    tagged = (int(major), int(minor))
+    findings = []
+    try:
+        slices = macho_slices(path)
+    except Exception as exc:
+        return [Finding("macho", Status.FAIL, f"{arcname} is not a readable Mach-O file: {exc}")]
+    archs = {"arm64": "arm64", "x86_64": "x86_64", "universal2": None}
+    wanted_cpu = data.load("binaries")["macho_cputypes"].get(archs.get(arch) or "", None)
+    for piece in slices:
+        if wanted_cpu is not None and piece.cputype != wanted_cpu:
+            findings.append(Finding("macho", Status.FAIL,
+                                    f"{arcname} has CPU type {piece.cputype}, not {arch}"))
+        minimum = piece.minimum
         if minimum is None:
             findings.append(Finding("macho", Status.NOT_VERIFIED,
                                     f"{arcname} records no minimum macOS version"))

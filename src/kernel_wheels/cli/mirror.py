@@ -102,8 +102,8 @@ def run(args: argparse.Namespace) -> int:
     options = _options(args)
     check_target(args.to, args.state, options)  # before --timeout and --retries are read
     store, uploads = open_target(args.to, args.state, options, network(args), prompt=not args.dry_run)
-    lister = HubLister(network(args), args.repo_type)
     progress = from_args(args)
+    lister = HubLister(network(args), args.repo_type, warn=progress)
     if options.shard.source:  # --shard auto: which part, and from what
         progress(f"shard {options.shard} from {options.shard.source}")
     listings = gather(lister, args.repos, args.org, args.lock, options.filters, warn=progress)

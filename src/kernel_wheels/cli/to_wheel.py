@@ -89,8 +89,10 @@ def _add_wheel_options(tw: argparse.ArgumentParser) -> None:
     tw.add_argument("--manylinux-version", default="2.28",
                     help="glibc version of the manylinux tag, or 'auto' for the lowest the "
                          "binaries meet (default: 2.28)")
-    tw.add_argument("--macos-version", default="26.0",
-                    help="macOS version of the macosx tag (default: 26.0)")
+    tw.add_argument("--macos-version", default="auto",
+                    help="macOS version of the macosx tag: 'auto' gives each build the version "
+                         "its binaries need, never below what its backend needs (Metal: 26.0); "
+                         "a version such as 15.0 tags every build with it (default: auto)")
     tw.add_argument("--dist-name", help="distribution name to publish under (the import "
                                         "name never changes)")
     tw.add_argument("--force", action="store_true",

@@ -71,6 +71,12 @@ class WheelJob:
     #: A signed variant's digest: the packed bytes must match it.
     signed_digest: SignedDigest | None = None
 
+    @property
+    def macos_auto(self) -> bool:
+        """Whether the build's macosx tag is read from its binaries once they have
+        arrived (``--macos-version auto``, wheel/plan.py's ``macos_version_for``)."""
+        return self.tags.macos_auto and self.variant.os == "darwin" and not self.variant.noarch
+
     def plan(self, tags: TagOptions | None = None) -> WheelPlan:
         label = self.variant_wheel.label if self.variant_wheel else None
         return plan_wheel(self.variant, self.kernel_name, self.version, tags or self.tags,

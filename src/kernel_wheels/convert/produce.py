@@ -1,7 +1,7 @@
 """Producing one wheel from a :class:`~kernel_wheels.convert.assemble.WheelJob`: tag it honestly
-(``--manylinux-version auto``), write it into the staging folder, check it from what the
-writer computed, and report. Runs in a worker thread (or inline for a single variant);
-everything it needs arrives in the job.
+(``--manylinux-version auto``, ``--macos-version auto``), write it into the staging folder,
+check it from what the writer computed, and report. Runs in a worker thread (or inline
+for a single variant); everything it needs arrives in the job.
 """
 
 from __future__ import annotations
@@ -37,6 +37,16 @@ class ProducedWheel:
     temp: Path  # in the staging folder
     size: int
     report: CheckReport | None
+
+
+def _macos_plan(job: WheelJob) -> WheelPlan:
+    """The plan tagged with the macOS version the binaries need (``--macos-version auto``)."""
+    from ..checks.facts import is_binary_name
+    from ..checks.foreign import macos_needed
+    from ..wheel.plan import macos_version_for
+
+    needed = macos_needed(f.source for f in job.files if is_binary_name(f.arcname))
+    return job.plan(replace(job.tags, macos_version=macos_version_for(job.variant, needed)))
 
 
 def _honest_plan(job: WheelJob) -> WheelPlan:
@@ -144,10 +154,11 @@ def produce_wheel(job: WheelJob, cancel: threading.Event | None = None,
     error in another wheel of the run). ``slots`` bounds the run's deflate threads.
     Files still arriving are read as they land; if a transfer has to start over, the
     wheel is written again from the finished files."""
-    if job.manylinux_auto:
-        job = _settled(job, cancel)  # the policy is read from the whole binaries first
+    if job.manylinux_auto or job.macos_auto:
+        job = _settled(job, cancel)  # the tag is read from the whole binaries first
     job = _gpu_properties(job, cancel)
-    plan = _honest_plan(job) if job.manylinux_auto else job.plan()
+    plan = _honest_plan(job) if job.manylinux_auto else _macos_plan(job) if job.macos_auto \
+        else job.plan()
     say = as_progress(progress)
     try:
         return _produce(job, plan, cancel, slots, say)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any, TypeVar
 
 from ..confine import shown
@@ -81,23 +81,34 @@ class HubClient:
         on a transient failure; any other failure is one typed error. ``missing`` makes
         the error for "not found" answers: Hub-compatible servers give a missing
         repository, revision or file as 401, 404 or "entry not found"."""
+        try:
+            return self.retried(what, fn)
+        except Exception as exc:
+            failure = judge(exc, self.offline)
+            if failure is None:
+                if self.contained and not isinstance(exc, KernelWheelsError):
+                    raise NetworkError(f"{what} of {repo_id}: {self.shown_endpoint} sent an answer "
+                                       f"that cannot be used ({unusable(exc)})") from None
+                raise
+            if failure.transient and not _too_long(failure):  # every try used
+                raise NetworkError(f"{what}: no usable answer from {self.shown_endpoint} after "
+                                   f"{counted(self.network.retries + 1, 'try', 'tries')} "
+                                   f"({failure.reason}); the timeout is {self.network.timeout:g} s "
+                                   "(--timeout, KERNEL_WHEELS_TIMEOUT)") from None
+            raise self._error(failure, what, repo_id, repo_types, missing) from None
+
+    def retried(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn()``, tried again with backoff while it fails transiently (a network
+        failure, a timeout, 429 or 5xx); the last failure, or any other, goes up as it
+        was raised, for the caller to judge."""
         tries = self.network.retries + 1
         for attempt in range(1, tries + 1):
             try:
                 return fn()
             except Exception as exc:
                 failure = judge(exc, self.offline)
-                if failure is None:
-                    if self.contained and not isinstance(exc, KernelWheelsError):
-                        raise NetworkError(f"{what} of {repo_id}: {self.shown_endpoint} sent an answer "
-                                           f"that cannot be used ({unusable(exc)})") from None
+                if failure is None or not failure.transient or _too_long(failure) or attempt == tries:
                     raise
-                if not failure.transient or _too_long(failure):
-                    raise self._error(failure, what, repo_id, repo_types, missing) from None
-            if attempt == tries:
-                raise NetworkError(f"{what}: no usable answer from {self.shown_endpoint} after "
-                                   f"{counted(tries, 'try', 'tries')} ({failure.reason}); the timeout is "
-                                   f"{self.network.timeout:g} s (--timeout, KERNEL_WHEELS_TIMEOUT)")
             delay = self.network.delay(attempt, failure.retry_after)
             self.warn(f"warning: {what}: {failure.reason}; trying again in {delay:g} s "
                       f"({attempt}/{tries - 1})")
@@ -159,11 +170,16 @@ class HubClient:
         origin, and there are at most ``MAX_PAGES`` of them."""
         from huggingface_hub import get_session, hf_raise_for_status
 
+        def page_at(url: str, params: dict[str, Any] | None) -> Any:
+            response = get_session().get(url, params=params, headers=session.headers())
+            hf_raise_for_status(response)
+            return response
+
         next_url: str | None = f"{self.endpoint.rstrip('/')}{path}"
         for _page in range(MAX_PAGES):
             assert next_url is not None
-            response = get_session().get(next_url, params=params, headers=session.headers())
-            hf_raise_for_status(response)
+            # A page is asked again on a transient failure, as every other Hub question.
+            response = self.retried(where, partial(page_at, next_url, params))
             try:
                 page = response.json()
             except RecursionError:  # JSON nested deeper than Python's parser recurses

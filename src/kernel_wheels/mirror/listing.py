@@ -73,15 +73,18 @@ class HubLister:
     """Listings from the Hub (:mod:`kernel_wheels.hub`: HF_ENDPOINT, HF_TOKEN, retries,
     one-line errors), and the Hub sources the releases are converted from."""
 
-    def __init__(self, network: NetworkSettings | None = None, repo_type: str | None = None) -> None:
+    def __init__(self, network: NetworkSettings | None = None, repo_type: str | None = None,
+                 warn: Callable[[str], None] = lambda _: None) -> None:
         self.network, self.repo_type = network, repo_type
+        #: Hears each listing question tried again (the client's retry warnings).
+        self.warn = warn
 
     @cached_property
     def client(self) -> HubClient:
         """Made on the first listing (HF_ENDPOINT checked then, as a source checks it)."""
         from ..hub.client import open_client
 
-        return open_client(self.network)
+        return open_client(self.network, self.warn)
 
     def source(self, repo: str, locked: Mapping[str, str] | None = None) -> HubSource:
         from ..sources.hub import HubSource

@@ -4,7 +4,10 @@ The conversion is ``to-wheel REPO X.Y.Z --variant V --dist-name PROJECT`` with d
 options (:func:`kernel_wheels.convert.pipeline.to_wheels`, checks included), so a wheel's bytes
 are the same on every replica and equal to what ``to-wheel`` gives a user (the
 distribution name is the repository's, which is also the kernel's name unless its
-metadata.json says otherwise).
+metadata.json says otherwise). A macOS build is listed before its binaries are read, at
+the version kernel-builder builds its backend for, and converted with that
+``--macos-version``: binaries that need less are tagged with it all the same (``to-wheel``
+alone would tag them lower), binaries that need more fail their check.
 
 Waiting costs no thread. Conversions run in a bounded pool of their own (``--conversions``
 threads per worker process); the requests that want a wheel being made await one shared
@@ -53,9 +56,11 @@ from ..hub.failures import unusable
 from ..index.wheelfacts import read_facts
 from ..kernel.revision import Revision
 from ..kernel.selection import VariantFilter
+from ..kernel.variants import parse_variant
 from ..kernel.versions import RequestKind, VersionRequest
 from ..provenance import Policy
 from ..sources import FetchedVariant, KernelSource
+from ..wheel.plan import TagOptions, macos_version_for
 from .cache import CachedWheel, StoredFailure, WheelCache
 from .catalog import Catalog, ServedWheel
 from .flight import FailureMemory, SingleFlight
@@ -242,9 +247,12 @@ class Conversions:
         try:
             with OutputFolder(self.cache.staging).staging() as work:
                 source = self.sources[wheel.kernel.repo_id]
+                # A macOS build is made at the version the catalog listed it under (its
+                # backend's, --macos-version auto's guess before the binaries are read).
+                tags = TagOptions(macos_version=macos_version_for(parse_variant(wheel.variant)))
                 options = ConvertOptions(output_dir=work, jobs=1, dist_name=wheel.kernel.project,
                                          filters=VariantFilter(patterns=(wheel.variant,)),
-                                         policy=self.policy)
+                                         policy=self.policy, tags=tags)
                 result = to_wheels(source, VersionRequest(RequestKind.EXACT, wheel.version),
                                    options, note)
                 made = [w.path for w in result.wheels]

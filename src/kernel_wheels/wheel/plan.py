@@ -14,6 +14,9 @@ from .. import data
 from ..errors import UsageError
 from ..kernel.variants import Variant
 
+#: ``--macos-version auto``: each macOS build's own version (:func:`macos_version_for`).
+MACOS_AUTO = "auto"
+
 
 @dataclass(frozen=True)
 class TagOptions:
@@ -21,15 +24,37 @@ class TagOptions:
 
     python_version: str = "3.9"
     manylinux_version: str = "2.28"
-    macos_version: str = "26.0"
+    #: ``auto`` (each macOS build as its backend and its binaries need) or one version
+    #: for every build, such as ``15.0``.
+    macos_version: str = MACOS_AUTO
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"3\.\d+", self.python_version):
             raise UsageError(f"--python-version '{self.python_version}' is not like 3.9")
         if not re.fullmatch(r"\d+\.\d+", self.manylinux_version):
             raise UsageError(f"--manylinux-version '{self.manylinux_version}' is not like 2.28")
-        if not re.fullmatch(r"\d+(\.\d+)?", self.macos_version):
-            raise UsageError(f"--macos-version '{self.macos_version}' is not like 26.0")
+        if self.macos_version != MACOS_AUTO:
+            _check_macos(self.macos_version)
+
+    @property
+    def macos_auto(self) -> bool:
+        return self.macos_version == MACOS_AUTO
+
+
+def _check_macos(version: str) -> None:
+    if not re.fullmatch(r"\d{1,3}(\.\d{1,3})?", version):
+        raise UsageError(f"--macos-version '{version}' is not like 15.0 (or auto)")
+    major, minor = _macos_pair(version)
+    if major >= 11 and minor:
+        # pip (packaging.tags.mac_platforms) accepts macosx_<N>_0 only from macOS 11 on:
+        # a macosx_15_4 wheel would install nowhere.
+        raise UsageError(f"--macos-version '{version}': wheel tags name macOS 11 and later by "
+                         f"major release only ({major}.0 or {major + 1}.0)")
+
+
+def _macos_pair(version: str) -> tuple[int, int]:
+    major, _, minor = version.partition(".")
+    return int(major), int(minor or 0)
 
 
 @dataclass(frozen=True)
@@ -62,20 +87,46 @@ class WheelPlan:
 
 
 def platform_tag(variant: Variant, options: TagOptions) -> str:
+    """The variant's platform tag; with ``--macos-version auto`` a macOS build gets its
+    backend's version here (what kernel-builder builds it for), and the converter tags
+    it again from its binaries once they have arrived (convert/produce.py)."""
     table = data.load("variants")
     assert variant.os is not None and variant.cpu_arch is not None
+    macos = macos_version_for(variant) if options.macos_auto else options.macos_version
     return str(table["platform_tags"][variant.os].format(
         manylinux=options.manylinux_version.replace(".", "_"),
-        macos=_macos(options.macos_version),
+        macos="{}_{}".format(*_macos_pair(macos)),
         arch=variant.cpu_arch,
         macos_arch=table["macos_arch"][variant.cpu_arch],
         windows_arch=table["windows_arch"][variant.cpu_arch],
     ))
 
 
-def _macos(version: str) -> str:
-    major, _, minor = version.partition(".")
-    return f"{major}_{minor or 0}"
+def macos_version_for(variant: Variant, needed: tuple[int, int] | None = None) -> str:
+    """``--macos-version auto`` for one macOS build: the version its binaries need
+    (``needed``, the highest minimum any of them records) as a tag can name it, never
+    below what the ``kernels`` loader needs to run its backend (Metal: 26.0); with no
+    recorded minimum, the version kernel-builder builds the backend for (CPU and
+    tvm-ffi 15.0, Metal 26.0; data/variants.json)."""
+    table = data.load("variants")["macos_auto"]
+    if needed is None:
+        version = _macos_pair(table["target"].get(variant.backend, table["target"]["*"]))
+    else:
+        version = max(macos_release(needed), _macos_pair(table["floor"].get(variant.backend, "0")))
+    if variant.cpu_arch == "aarch64":
+        version = max(version, (11, 0))  # no arm64 Mac runs anything older
+    return f"{version[0]}.{version[1]}"
+
+
+def macos_release(version: tuple[int, int]) -> tuple[int, int]:
+    """The oldest macOS release a tag can name that has ``version``: 10.x keeps its
+    minor; from 11 on a tag names a major release (pip accepts only ``macosx_<N>_0``
+    there), so a binary that needs 15.4 needs a ``macosx_16_0`` tag: ``macosx_15_0``
+    would let macOS 15.0-15.3 install it."""
+    major, minor = version
+    if major >= 11 and minor:
+        return major + 1, 0
+    return major, minor
 
 
 def torch_requirement(variant: Variant) -> str:
