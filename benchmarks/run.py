@@ -7,8 +7,9 @@
 
 Builds a realistic Hub kernel (real ELF extensions carrying slices of torch's libraries),
 serves it with olah on 127.0.0.1, and measures kernel-wheels against real baselines in
-the same run: the old ``kernels to-wheel``, limit passes, a plain download, auditwheel.
-Prints medians of --runs runs (at least 3) and writes every sample to
+the same run: the old ``kernels to-wheel``, limit passes, a plain download, auditwheel,
+simple503, pip and uv. Prints medians of --runs runs (at least 3; 5 by default, 3 with
+--quick), interleaved, and writes every sample to
 benchmarks/results/<date>.json. docs/benchmarks.md says what each row measures.
 """
 
@@ -18,6 +19,7 @@ import argparse
 import compileall
 import datetime
 import importlib
+import importlib.metadata
 import os
 import platform
 import subprocess
@@ -34,11 +36,12 @@ from benchmarks.kwbench.config import BENCHMARKS, FULL, QUICK, RESULTS, ROOT, VE
 from benchmarks.kwbench.measure import compile_tools, load
 from benchmarks.kwbench.old_tool import ensure_old_tool, versions
 from benchmarks.kwbench.report import Row, legend, table, write_json
-from benchmarks.kwbench.rows import GROUPS, check, cold, index, mirror, rss, serve, to_wheel
+from benchmarks.kwbench.rows import GROUPS, check, cold, index, install, mirror, rss, serve, to_wheel
+from benchmarks.kwbench.venvs import frozen
 from benchmarks.kwbench.workloads import KernelRepo, big_binary_repo, release_repo
 
 RUNNERS = {"to-wheel": to_wheel.run, "cold": cold.run, "rss": rss.run, "check": check.run,
-           "index": index.run, "serve": serve.run, "mirror": mirror.run}
+           "index": index.run, "install": install.run, "serve": serve.run, "mirror": mirror.run}
 NEEDS_HUB = {"to-wheel", "cold", "rss", "serve"}
 
 
@@ -67,7 +70,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="small sizes: every row in minutes")
     parser.add_argument("--rows", default=",".join(GROUPS),
                         help=f"comma-separated row groups (default all): {', '.join(GROUPS)}")
-    parser.add_argument("--runs", type=int, help="runs per measurement (default 3, minimum 3)")
+    parser.add_argument("--runs", type=int,
+                        help="runs per measurement (default 5, 3 with --quick; minimum 3)")
     parser.add_argument("--counts", help="variant counts of the to-wheel rows, e.g. 4,16,64")
     parser.add_argument("--so-mb", type=int, help="size of each variant's extension in MB")
     parser.add_argument("--output", type=Path, help="JSON file (default benchmarks/results/<date>.json)")
@@ -165,9 +169,21 @@ def main() -> int:
         "compressor": chosen, "machine": {"cpus": _cpus(), "platform": platform.platform(),
                                           "python": sys.version.split()[0], "load_end": end_load},
         "groups": loads, "kernel_wheels_git": git_state(), "old_tool_venv": versions().splitlines(),
+        "simple503_venv": frozen(index.SIMPLE503_VENV), "tools": _tool_versions(),
         "seconds": round((datetime.datetime.now(datetime.UTC) - started).total_seconds(), 1)})
     print(f"results: {output}")
     return 1 if any(r.error for r in rows) else 0
+
+
+def _tool_versions() -> dict[str, str]:
+    """The peers that come with kernel-wheels' own venv: pip, uv, auditwheel."""
+    found = {}
+    for name in ("pip", "uv", "auditwheel"):
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
 
 
 def _cpus() -> int:

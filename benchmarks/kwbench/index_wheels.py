@@ -11,14 +11,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from .config import WORK
+from .config import KERNELS
 from .kernel import variant_names, write_variant
 
 VARIANTS = 20
 
 
 def _tiny_kernel() -> Path:
-    folder = WORK / "index-kernel"
+    folder = KERNELS / "index-kernel"
     done = folder.with_name("index-kernel.done")
     if not done.exists():
         shutil.rmtree(folder, ignore_errors=True)
@@ -52,7 +52,7 @@ def generate(count: int) -> tuple[Path, Path]:
     one of the projects). Built once under .work/index-wheels/."""
     versions = 10 if count >= 2000 else 5
     projects = max(1, count // (VARIANTS * versions))
-    base = WORK / "index-wheels" / str(count)
+    base = KERNELS / "index-wheels" / str(count)
     wheels, extra = base / "wheels", base / "extra"
     done = base / "done"
     if done.exists():

@@ -7,8 +7,13 @@ backend, digest) and the compatibility sub-package ``<module>/__init__.py``.
 The extension is a real limited-API (abi3) module compiled here: ``PyInit_<name>``
 returning ``PyModule_Create``, NEEDED on libc10/libtorch like a real kernel, no RPATH,
 and a large ``.rodata`` blob (``.incbin`` of real torch-library bytes, see
-``payload``) standing in for the device code that makes real kernels big. It passes
-``kernel-wheels check`` (manylinux_2_28, abi3, PyInit) like a real build would.
+``payload``) standing in for the bulk of a real kernel's device code. A CUDA variant's
+extension also carries real device code for every capability its metadata.json claims
+(nvcc's fat binary of a small kernel in ``.nv_fatbin``), a ROCm variant's a HIP code
+object per claimed target (clang's offload bundle in ``.hip_fatbin``), compiled and
+added by the tests' own helpers (``tests/support/gpu_builds.py``, ``gpu_stub.py``). It passes
+``kernel-wheels check`` (manylinux_2_28, abi3, PyInit, the GPU code its claims need)
+like a real build would.
 
 Everything is cached under ``benchmarks/.work`` and rebuilt only when missing.
 """
@@ -26,7 +31,10 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from .config import KERNEL_NAME, RELEASE, WORK, torch_lib
+from tests.support.gpu_builds import clang_hip_bundle, nvcc_fatbin
+from tests.support.gpu_stub import add_section
+
+from .config import KERNEL_NAME, KERNELS, RELEASE, WORK, torch_lib
 from .payload import write_payload
 
 MODULE = KERNEL_NAME.replace("-", "_")
@@ -36,6 +44,7 @@ MB = 1_000_000
 # mix torch versions and backends (a 4-variant release is not four CUDA versions of one torch).
 TORCH_VERSIONS = ("27", "28", "29", "210", "211", "212", "213", "214")
 BACKENDS = ("cu128", "cpu", "cu126", "rocm64", "cu130", "xpu20252", "cu118", "cu129")
+# What metadata.json claims; the GPU variants' binaries hold code for exactly these.
 _ARCHS = {"cuda": ["7.5", "8.0", "9.0", "10.0", "12.0+PTX"], "rocm": ["gfx90a", "gfx942"],
           "xpu": [], "cpu": []}
 _COMMIT_DATE = "1767225600 +0000"  # 2026-01-01: fixed, so the same inputs give the same SHAs
@@ -109,6 +118,19 @@ def compile_extension(dest: Path, name: str, payload_bytes: int, seed: int) -> N
                        cwd=folder, check=True, capture_output=True)
 
 
+def add_device_code(extension: Path, kind: str) -> None:
+    """The device code a ``kind`` (cuda, rocm) build claims (``_ARCHS``), added to
+    ``extension`` in place; compiled once per backend (nvcc, clang) and cached."""
+    archs = tuple(_ARCHS[kind])
+    code = KERNELS / "device-code" / f"{kind}-{'-'.join(archs)}.bin"
+    if not code.exists():
+        scratch = code.with_name(code.name + ".partial")
+        scratch.parent.mkdir(parents=True, exist_ok=True)
+        (nvcc_fatbin if kind == "cuda" else clang_hip_bundle)(scratch, archs)
+        scratch.rename(code)
+    add_section(extension, extension, ".nv_fatbin" if kind == "cuda" else ".hip_fatbin", code)
+
+
 # -- a variant folder -------------------------------------------------------------------
 def _digest(variant_dir: Path) -> dict[str, str]:
     """metadata.json's digest: base64 sha256 of every file but metadata.json itself."""
@@ -131,6 +153,9 @@ def write_variant(folder: Path, variant: str, payload_bytes: int, seed: int,
     name = extension_name(variant)
     folder.mkdir(parents=True)
     compile_extension(folder / f"{name}.abi3.so", name, payload_bytes, seed)
+    kind = backend_type(variant)
+    if kind in ("cuda", "rocm"):
+        add_device_code(folder / f"{name}.abi3.so", kind)
     for file_name, library in (extra_libraries or {}).items():
         shutil.copyfile(library, folder / file_name)
     (folder / "_ops.py").write_text(
@@ -147,7 +172,6 @@ def write_variant(folder: Path, variant: str, payload_bytes: int, seed: int,
     compat.mkdir()
     (compat / "__init__.py").write_text(
         "# Compatibility package: the flat build is the package itself.\nfrom .. import *  # noqa\n")
-    kind = backend_type(variant)
     meta = {"name": KERNEL_NAME, "id": name, "version": 1, "license": "Apache-2.0",
             "python-depends": [], "backend": {"type": kind, "archs": _ARCHS[kind]},
             "digest": {"algorithm": "sha256", "files": _digest(folder)}}
@@ -156,7 +180,7 @@ def write_variant(folder: Path, variant: str, payload_bytes: int, seed: int,
 
 def cached_variant(variant: str, payload_mb: int, seed: int) -> Path:
     """The variant folder under .work/variants/<size>/, built once."""
-    folder = WORK / "variants" / f"{payload_mb}mb" / variant
+    folder = KERNELS / "variants" / f"{payload_mb}mb" / variant
     done = folder.with_name(folder.name + ".done")
     if not done.exists():
         shutil.rmtree(folder, ignore_errors=True)

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-Unit = Literal["s", "MB", "req/s", "s/variant"]
+Unit = Literal["s", "MB", "req/s", "s/variant", "s/wheel"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,8 @@ def _value(value: float | None, unit: str) -> str:
         return f"{value:,.0f} req/s"
     if unit == "s/variant":
         return f"{value:.3f} s/var"
+    if unit == "s/wheel":
+        return f"{value * 1000:.2f} ms/wheel"
     return f"{value:.3f} s" if value < 1 else f"{value:.2f} s"
 
 

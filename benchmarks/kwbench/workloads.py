@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import KERNEL_NAME, WORK
+from .config import KERNEL_NAME, KERNELS
 from .kernel import cached_variant, make_repo, release_commit, repo_files, variant_names
 
 
@@ -23,7 +23,7 @@ class KernelRepo:
 
 
 def _repo(org: str, variants: dict[str, Path]) -> KernelRepo:
-    path = make_repo(WORK / "repos" / org / KERNEL_NAME, variants)
+    path = make_repo(KERNELS / "repos" / org / KERNEL_NAME, variants)
     return KernelRepo(org, path, tuple(variants), tuple(repo_files(path)), release_commit(path))
 
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from kernel_wheels.kernel.digest import digest_folder
-from support.helpers import run_cli
+
+from .helpers import run_cli
 
 NVCC = Path(os.environ.get("KW_NVCC", "/usr/local/cuda/bin/nvcc"))
 #: Debian's clang 19 (scripts/test.sh installs clang-19, lld-19 and clang-tools-19): its
@@ -101,6 +102,26 @@ def nvcc_cubin(out: Path, source: str, arch: str, extra: tuple[str, ...] = ()) -
     number = arch.replace(".", "")
     _run([str(NVCC), "-cubin", f"-arch=sm_{number}", *extra, "-o", str(out), str(cu)])
     return out.read_bytes()
+
+
+def nvcc_fatbin(out: Path, archs: tuple[str, ...], source: str = KERNEL) -> Path:
+    """nvcc's fat binary alone (``nvcc -fatbin``) of ``source`` for capabilities ``archs``:
+    what a CUDA build's ``.nv_fatbin`` section holds (:func:`support.gpu_stub.add_section`
+    adds it to a host binary)."""
+    cu = out.with_suffix(".cu")
+    cu.write_text(source)
+    _run([str(NVCC), "-fatbin", *gencodes(archs), "-o", str(out), str(cu)])
+    return out
+
+
+def clang_hip_bundle(out: Path, targets: tuple[str, ...], source: str = HIP_KERNEL) -> Path:
+    """clang's offload bundle of HIP code objects alone (device code only) of ``source``
+    for AMD targets: what a ROCm build's ``.hip_fatbin`` section holds."""
+    hip = out.with_suffix(".hip")
+    hip.write_text(source)
+    _run([str(CLANG), "-x", "hip", *(f"--offload-arch={t}" for t in targets), "-nogpulib", "-nogpuinc",
+          "-O2", "--cuda-device-only", "--gpu-bundle-output", "-o", str(out), str(hip)])
+    return out
 
 
 def clang_hip_shared(out: Path, parts: list[tuple[str, tuple[str, ...]]], extra: tuple[str, ...] = ()) -> Path:

@@ -77,7 +77,15 @@ def with_device_code(binary: Path, target: Path,
     with tempfile.TemporaryDirectory() as scratch:
         blob = Path(scratch) / "fatbin"
         blob.write_bytes(offload_bundle(names) if section == ".hip_fatbin" else fatbin(names))
-        subprocess.run(["objcopy", "--add-section", f"{section}={blob}", "--set-section-flags",
-                        f"{section}=readonly,data", str(binary), str(target)], check=True,
-                       capture_output=True)
+        return add_section(binary, target, section, blob)
+
+
+def add_section(binary: Path, target: Path, section: str, blob: Path) -> Path:
+    """``binary`` copied to ``target`` (the same path: in place) with the file ``blob`` as
+    ``section`` (``.nv_fatbin``, ``.hip_fatbin``), as objcopy adds it; for real device
+    code, ``blob`` from :func:`support.gpu_builds.nvcc_fatbin` or
+    :func:`support.gpu_builds.clang_hip_bundle` (the benchmark's GPU variants)."""
+    subprocess.run(["objcopy", "--add-section", f"{section}={blob}", "--set-section-flags",
+                    f"{section}=readonly,data", str(binary), str(target)], check=True,
+                   capture_output=True)
     return target

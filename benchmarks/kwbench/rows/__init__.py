@@ -1,3 +1,3 @@
 """The table's rows, one module per group; each has ``run(bench) -> list[Row]``."""
 
-GROUPS = ("to-wheel", "cold", "rss", "check", "index", "serve", "mirror")
+GROUPS = ("to-wheel", "cold", "rss", "check", "index", "install", "serve", "mirror")

@@ -10,32 +10,39 @@ Nothing here raises for a bad wheel: :func:`check_wheel` returns a :class:`Check
 from __future__ import annotations
 
 import os
-import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename
 
-from ..elf.reader import ELF_MAGIC, ElfError, ElfInfo, read_elf, read_elf_bytes
-from ..provenance import Policy
-from ..wheel.writer import Member, WrittenWheel
-from .abi3 import check_abi3, check_abi3_with_abi3audit
 from .contents import check_metadata_and_wheel, parse_filename
 from .digests import check_digests
 from .facts import UNREADABLE, WheelContents, read_wheel_contents, written_wheel_contents
 from .foreign import MACHO_MAGICS, check_macho, check_pe
 from .gpu import check_gpu_code
-from .linkage import check_structure
-from .manylinux import manylinux_findings
 from .members import check_members
-from .provenance import check_provenance
 from .report import CheckReport, Finding, Status
 from .sbom import check_sbom
 from .variants import check_variant_json
+
+# Imported where a wheel needs them (a command pays for what its wheels hold, issue #42):
+# the ELF reader and the ELF checks for a wheel with an ELF binary, abi3info for an abi3
+# one, the provenance package for a policy to verify under, the writer's types never.
+if TYPE_CHECKING:
+    import tempfile
+
+    from ..elf.reader import ElfInfo
+    from ..provenance import Policy
+    from ..wheel.writer import Member, WrittenWheel
+
+#: The magic of an ELF file (``kernel_wheels.elf.layout.ELF_MAGIC``), here so that a
+#: wheel without one never loads the reader.
+ELF_MAGIC = b"\x7fELF"
 
 __all__ = ["CheckReport", "Finding", "Status", "check_wheel", "check_wheels", "check_written_wheel"]
 
@@ -87,6 +94,8 @@ class _Scratch:
 
     def folder(self) -> Path:
         if self._folder is None:
+            import tempfile
+
             self._folder = tempfile.TemporaryDirectory(prefix="kernel-wheels-check-")
         return Path(self._folder.name)
 
@@ -127,6 +136,8 @@ def evaluate(facts: WheelContents, policy: Policy | None = None) -> CheckReport:
     findings += check_members(facts)
     findings += check_digests(facts)
     if policy is not None:
+        from .provenance import check_provenance
+
         findings += check_provenance(facts, policy)[0]
     findings += check_sbom(facts)
     findings += check_variant_json(facts)
@@ -152,6 +163,9 @@ def _check_binaries(facts: WheelContents,
             with binary.open("rb") as stream:
                 head = stream.read(4)
         if head == ELF_MAGIC:
+            from ..elf.reader import ElfError, read_elf, read_elf_bytes
+            from .linkage import check_structure
+
             try:
                 info = read_elf_bytes(binary, arcname) if isinstance(binary, bytes) \
                     else read_elf(binary, arcname)
@@ -183,6 +197,8 @@ def _check_binaries(facts: WheelContents,
         wanted_machine = _machine_of(_platform_arch(manylinux[0]))
         # A binary of another architecture already failed above; auditwheel skips it too.
         same_arch = [i for i in elf_infos if wanted_machine is None or i.machine == wanted_machine]
+        from .manylinux import manylinux_findings
+
         policy_findings, honest = manylinux_findings(same_arch or elf_infos, manylinux)
         findings += policy_findings
     elif elf_infos:
@@ -191,8 +207,12 @@ def _check_binaries(facts: WheelContents,
                                 "compatibility not claimed"))
     abi3_tags = [t for t in tags if t.abi == "abi3"]
     if abi3_tags and elf_infos:
+        from .abi3 import check_abi3
+
         findings += check_abi3(elf_infos, max(t.interpreter for t in abi3_tags))
     elif abi3_tags and foreign and facts.path is not None:
+        from .abi3 import check_abi3_with_abi3audit
+
         findings += check_abi3_with_abi3audit(facts.path)
     return findings, honest, elf_infos
 
@@ -203,6 +223,8 @@ def _on_disk(binary: Path | bytes, arcname: str) -> Iterator[Path]:
     if isinstance(binary, Path):
         yield binary
         return
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="kernel-wheels-check-") as scratch:
         path = Path(scratch) / arcname.rsplit("/", 1)[-1]
         path.write_bytes(binary)

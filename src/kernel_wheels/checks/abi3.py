@@ -2,12 +2,16 @@
 the Python version in its tag (``cp39-abi3`` -> 3.9).
 
 The same rules as PyPI's ``abi3audit``, on the symbols the ELF reader (``kernel_wheels.elf``)
-already read (both
-symbol tables, as abi3audit does), with the stable-ABI database it uses (``abi3info``):
-a limited-API symbol newer than the tag's Python is a violation, and so is any other
-non-local ``Py*``/``_Py*`` symbol except the ``PyInit_*`` entry points. Local symbols are
-inlined limited-API code and are fine. NEEDED (libpython, libtorch_python) is checked in
-``elf.py``.
+already read (both symbol tables, as abi3audit does), with the stable-ABI database it uses
+(``abi3info``): a limited-API symbol newer than the tag's Python is a violation, and so is
+any other non-local ``Py*``/``_Py*`` symbol except the ``PyInit_*`` entry points. Local
+symbols are inlined limited-API code and are fine. NEEDED (libpython, libtorch_python) is
+checked in ``linkage.py``.
+
+The database is read from ``data/stable_abi.json``, abi3info's database as a table
+(tests/test_stable_abi_table.py compares them): importing abi3info's 970 models costs
+about a fifth of checking a small wheel (issue #42). A symbol the table does not know is
+asked of abi3info itself, so a newer abi3info still has the last word.
 """
 
 from __future__ import annotations
@@ -16,33 +20,75 @@ import os
 import subprocess
 import sys
 import tempfile
+from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from abi3info import DATAS, FUNCTIONS
-from abi3info.models import PyVersion, Symbol
-
-from ..elf.reader import ElfInfo
+from .. import data
 from ..reading import read_json
 from ..wheel.variant_label import split_variant_label
 from .report import Finding, Status
 
+if TYPE_CHECKING:  # types only
+    from ..elf.reader import ElfInfo
+
+
+Version = tuple[int, int]
+
+
+def python_tag_version(tag: str) -> Version:
+    """``cp39`` -> (3, 9), as abi3info's ``PyVersion.parse_python_tag`` reads a tag (only
+    CPython tags with a minor version; anything else is a ValueError)."""
+    if not tag.startswith("cp"):
+        raise ValueError("expected CPython tag")
+    body = tag[2:]
+    if "_" in body:
+        raise ValueError("unexpected _ in Python tag; not implemented")
+    return int(body[0]), int(body[1:])
+
+
+@cache
+def _table() -> dict[str, Version]:
+    added: dict[str, list[str]] = data.load("stable_abi")["added"]
+    return {name: (int(major), int(minor)) for version, names in added.items()
+            for major, minor in [version.split(".")] for name in names}
+
+
+@cache
+def abi3info_added(name: str) -> Version | None:
+    """The version abi3info's own database gives ``name`` (None: not in the stable ABI)."""
+    from abi3info import DATAS, FUNCTIONS
+    from abi3info.models import Symbol
+
+    known = FUNCTIONS.get(Symbol(name)) or DATAS.get(Symbol(name))
+    return None if known is None else (known.added.major, known.added.minor)
+
+
+def added_in(name: str) -> Version | None:
+    """The Python version whose limited API added the symbol ``name``; None: not in it."""
+    return _table().get(name) or abi3info_added(name)
+
+
+def _dotted(version: Version) -> str:
+    return f"{version[0]}.{version[1]}"
+
 
 def check_abi3(infos: list[ElfInfo], python_tag: str) -> list[Finding]:
-    baseline = PyVersion.parse_python_tag(python_tag)
+    baseline = python_tag_version(python_tag)
     findings = []
     for info in infos:
         computed = baseline
         violations: set[str] = set()
         newer: set[str] = set()
         for symbol in info.python_symbols:
-            if symbol.local:
+            if symbol.local or symbol.name.startswith("PyInit_"):  # entry points: no abi3info lookup
                 continue
-            known = FUNCTIONS.get(Symbol(symbol.name)) or DATAS.get(Symbol(symbol.name))
-            if known is not None:
-                computed = max(computed, known.added)
-                if known.added > baseline:
-                    newer.add(f"{symbol.name} ({known.added})")
-            elif not symbol.name.startswith("PyInit_"):
+            added = added_in(symbol.name)
+            if added is not None:
+                computed = max(computed, added)
+                if added > baseline:
+                    newer.add(f"{symbol.name} ({_dotted(added)})")
+            else:
                 violations.add(symbol.name)
         for name in sorted(violations):
             findings.append(Finding("abi3", Status.FAIL, f"{info.arcname} uses {name}, which is "
@@ -51,11 +97,11 @@ def check_abi3(infos: list[ElfInfo], python_tag: str) -> list[Finding]:
             listed = ", ".join(sorted(newer)[:5]) + (" ..." if len(newer) > 5 else "")
             findings.append(Finding(
                 "abi3", Status.FAIL,
-                f"{info.arcname} needs the Python {computed} limited API but the wheel is tagged "
-                f"for {baseline}: {listed}"))
+                f"{info.arcname} needs the Python {_dotted(computed)} limited API but the wheel is "
+                f"tagged for {_dotted(baseline)}: {listed}"))
         if not violations and not newer:
-            findings.append(Finding("abi3", Status.PASS,
-                                    f"{info.arcname}: limited API {computed} <= {baseline}"))
+            findings.append(Finding("abi3", Status.PASS, f"{info.arcname}: limited API "
+                                                         f"{_dotted(computed)} <= {_dotted(baseline)}"))
     return findings
 
 

@@ -27,9 +27,8 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..elf.reader import ElfInfo
 from ..errors import UsageError
 from ..kernel.gpu_archs import EXAMPLES, ClaimVerdict, GpuCode, judge_claim
 from ..reading import parse_json
@@ -37,6 +36,9 @@ from ..wheel.gpu_record import GPU_RECORD, record_document
 from ..wheel.variant_label import VARIANT_JSON, read_variant_json, sm_arch_of_code
 from .facts import WheelContents
 from .report import Finding, Status
+
+if TYPE_CHECKING:  # types only: the reader is imported where a binary is read
+    from ..elf.reader import ElfInfo
 
 _GPU_LOCAL = re.compile(r"\+[a-z0-9.]*?(cu|rocm)\d+")
 _BACKENDS = {"cu": "cuda", "rocm": "rocm"}

@@ -6,10 +6,13 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 import re
+from typing import TYPE_CHECKING
 
 from .. import data
-from ..elf.reader import ElfInfo
 from .report import Finding, Status
+
+if TYPE_CHECKING:  # types only: the reader is imported where a binary is read
+    from ..elf.reader import ElfInfo
 
 
 def extension_module_name(arcname: str) -> str | None:

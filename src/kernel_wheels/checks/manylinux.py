@@ -23,10 +23,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import data
-from ..elf.reader import ElfInfo
 from .report import Finding, Status
+
+if TYPE_CHECKING:  # types only: the reader is imported where a binary is read
+    from ..elf.reader import ElfInfo
 
 _LOADERS = ("ld-linux", "ld64.so")
 

@@ -39,7 +39,11 @@ class _Parser(argparse.ArgumentParser):
         super().error(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command line. Given the ``argv`` it will parse, whose first word names a
+    command, only that command's sub-parser is made: the other command modules (and what
+    they import) stay unloaded, so a quick command such as ``check`` pays for itself only
+    (issue #42). ``--help``, an unknown command and shell completion get every command."""
     parser = _Parser(
         prog=PROG,
         description="Turn prebuilt Hugging Face Hub kernels into validated, reproducible wheels.",
@@ -48,12 +52,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMANDS:
+    for name in _needed(argv):
         module = importlib.import_module(f".{name}", __name__)
         sub = module.register(commands)
         add_output(sub)
         sub.set_defaults(handler=module.run, parser=sub)
     return parser
+
+
+def _needed(argv: Sequence[str] | None) -> Sequence[str]:
+    """The command modules ``argv`` needs: its command's alone, or all of them."""
+    if argv and "_ARGCOMPLETE" not in os.environ:
+        module = argv[0].replace("-", "_")
+        if module in COMMANDS and argv[0] == module.replace("_", "-"):
+            return (module,)
+    return COMMANDS
 
 
 def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
@@ -84,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
+    parser = build_parser(sys.argv[1:] if argv is None else argv)
     if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (cli/completion.py)
         import argcomplete
 

@@ -158,7 +158,7 @@ def _tell(result: InstallResult, args: argparse.Namespace) -> None:
                 out(f"  rejected {decision.file.filename}: {decision.rejected}")
     if result.installed:
         args.progress(f"installed {choice.chosen.file.filename}; torch "
-                      f"{choice.environment.torch_version} unchanged (its {result.torch_files} recorded "
-                      "files compared before and after)")
+                      f"{choice.environment.torch_version} unchanged (none of its {result.torch_files} "
+                      "recorded files in what the installer recorded writing)")
     else:
         args.progress("dry run: would run " + " ".join((*result.index_env, *result.command)))

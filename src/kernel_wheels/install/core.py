@@ -7,8 +7,10 @@ build; among equal builds, the best wheel tag). :func:`install` probes the targe
 interpreter, reads the index, chooses, downloads that exact file into a private
 temporary folder (its sha256 checked against the index's), verifies it as ``check``
 does and against what the environment's other distributions own (:mod:`.verify`),
-runs pip or uv on it with the installed torch pinned by a constraint, and measures that
-torch's files are as they were (:mod:`.torch_record`).
+runs pip or uv on it with the installed torch pinned by a constraint, and proves that
+torch's files are as they were by the RECORDs the installer wrote (:mod:`.torch_record`).
+The target interpreter is probed once (:class:`~.environment.TargetProbe`), while the
+index is read.
 
 The index's credentials never reach the installer's command line (where any user of
 the machine can read them in ``/proc/<pid>/cmdline``): the installer gets the index,
@@ -52,11 +54,11 @@ from ..remote.index_settings import IndexSettings
 from ..remote.simple_client import IndexFile, SimpleClient
 from ..remote.transport import DEFAULT_TIMEOUT
 from .decision import Decision
-from .environment import Environment, preflight, read_environment, target_python
+from .environment import Environment, Installed, TargetProbe, target_python
 from .gpu import Gpu, GpuChoice, judge_gpu, target_gpu
 from .provenance import verify_download
 from .torch_record import torch_changes, torch_record
-from .verify import installed_owners, refuse_foreign_names, verify_wheel
+from .verify import Owner, refuse_foreign_names, verify_wheel
 
 Place = SimpleClient | LocalLinks | PageLinks
 INSTALLERS = ("pip", "uv")
@@ -238,7 +240,7 @@ class InstallResult:
     installed: bool
     #: ``NAME=value`` of the variables that give the installer the indexes, redacted.
     index_env: tuple[str, ...] = ()
-    #: How many files of torch's RECORD were compared before and after the install.
+    #: How many files torch's RECORD lists (none of them written by the installer).
     torch_files: int = 0
 
 
@@ -507,19 +509,28 @@ def install_many(requirement_texts: Sequence[str], settings: IndexSettings,
     if options.installer == "uv":
         _uv()  # uv missing: a usage error now, not after the probe
     target = target_python(options.python)
-    early = preflight(target)
-    if early.torch_version is None:
-        raise EnvironmentProbeError(_no_torch_early(target, options.python is not None))
-    if options.installer == "pip" and not early.has_pip and not options.dry_run:
-        raise DistributionError(f"there is no pip in {target}: use --installer uv (or run "
-                                f"{target} -m ensurepip)")
+    # The one probe of the target Python: its first answer at once, the rest (torch
+    # imported, or its build's facts from the cache) while the index is read.
+    with TargetProbe(target) as probe:
+        early = probe.early()
+        if early.torch_version is None:
+            raise EnvironmentProbeError(_no_torch_early(target, options.python is not None))
+        if options.installer == "pip" and not early.has_pip and not options.dry_run:
+            raise DistributionError(f"there is no pip in {target}: use --installer uv (or run "
+                                    f"{target} -m ensurepip)")
+        return _install_probed(requirements, settings, options, probe, target, say)
+
+
+def _install_probed(requirements: Sequence[Requirement], settings: IndexSettings,
+                    options: InstallOptions, probe: TargetProbe, target: Path,
+                    say: Progress) -> list[InstallResult]:
     say.detail(f"index from {settings.index_origin}")
     places = _open_places(settings, options.timeout)
     secrets = tuple(s for place in places for s in place.secrets)
     try:
         listed = [_read_files(places, requirement, say) for requirement in requirements]
         say(f"reading the environment of {target}")
-        environment = read_environment(target)
+        environment, installed = probe.finish()
         say(f"environment: {environment.describe()} ({environment.python})")
         if environment.target is None:
             raise EnvironmentProbeError(_no_torch(environment))
@@ -533,8 +544,9 @@ def install_many(requirement_texts: Sequence[str], settings: IndexSettings,
         if unfit:
             return [InstallResult(choice, (), False) for choice in unfit]
         with tempfile.TemporaryDirectory(prefix="kernel-wheels-install-") as scratch:
-            return _install_chosen(choices, environment, Path(scratch), settings, options.installer,
-                                   options.dry_run, options.no_deps, secrets, say, options.policy)
+            return _install_chosen(choices, environment, installed, Path(scratch), settings,
+                                   options.installer, options.dry_run, options.no_deps, secrets,
+                                   say, options.policy)
     finally:
         for place in places:
             place.close()
@@ -553,13 +565,13 @@ class _Planned:
 
 
 def _install_chosen(choices: Sequence[tuple[Choice, dict[str, Place]]], environment: Environment,
-                    scratch: Path, settings: IndexSettings, installer: str, dry_run: bool,
-                    no_deps: bool, secrets: Sequence[str], say: Progress,
+                    installed: Installed, scratch: Path, settings: IndexSettings, installer: str,
+                    dry_run: bool, no_deps: bool, secrets: Sequence[str], say: Progress,
                     policy: Policy) -> list[InstallResult]:
     """Download every chosen file (sha256 checked) and verify it (``check``'s rules, the
     names other distributions own, its provenance under ``policy``) before any installer
-    runs; then install every kernel's dependencies, then the kernels, torch pinned; torch's
-    recorded files measured before and after."""
+    runs; then install every kernel's dependencies, then the kernels, torch pinned; torch
+    proven unchanged by the RECORDs the installer wrote (:mod:`.torch_record`)."""
     constraints = _constraints(scratch, environment)
     shown_env = tuple(f"{name}={_shown(value, secrets)}" for name, value in
                       index_environment(installer, settings).items())
@@ -576,14 +588,15 @@ def _install_chosen(choices: Sequence[tuple[Choice, dict[str, Place]]], environm
                                 tuple(command)))
     if dry_run:
         return [InstallResult(p.choice, p.command, False, shown_env) for p in planned]
+    owners = [Owner(name, version, frozenset(tops)) for name, version, tops in installed.owners]
     for p in planned:
         say(f"downloading {p.file.filename} from {p.place.show(p.file.url)}")
         download(p.place, p.file, p.wheel, say)
         verify_wheel(p.wheel, p.file.filename, p.place.display)
-        refuse_foreign_names(p.wheel, p.file.filename, p.choice.project,
-                             installed_owners(environment.python), environment.python)
+        refuse_foreign_names(p.wheel, p.file.filename, p.choice.project, owners, environment.python)
         verify_download(p.wheel, policy)
-    torch_before = torch_record(environment.python)
+    assert environment.torch_version is not None
+    torch_before = torch_record(installed, environment.torch_version)
     if torch_before is None:
         raise EnvironmentProbeError(_no_torch(environment))
     try:
@@ -605,10 +618,10 @@ def _install_chosen(choices: Sequence[tuple[Choice, dict[str, Place]]], environm
                            secrets, say)
     except DistributionError as failed:
         # An installer that failed may have run a dependency that wrote into torch/.
-        if changed := torch_changes(torch_before, torch_record(environment.python)):
+        if changed := torch_changes(torch_before, installer_failed=True):
             raise DistributionError(f"{failed.message}; and {changed}") from None
         raise
-    changed = torch_changes(torch_before, torch_record(environment.python))
+    changed = torch_changes(torch_before)
     if changed is not None:
         raise DistributionError(changed)
     return [InstallResult(p.choice, p.command, True, shown_env, len(torch_before.files))

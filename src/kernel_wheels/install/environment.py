@@ -24,6 +24,7 @@ from typing import Any
 import packaging
 from packaging.version import InvalidVersion, Version
 
+from ..cache import cache_dir
 from ..errors import EnvironmentProbeError, UsageError
 from ..index.targets import Target, parse_target_key
 from ..kernel.gpu_archs import parse_amd_target
@@ -202,32 +203,21 @@ def target_python(python: Path | None = None) -> Path:
 @dataclass(frozen=True)
 class Preflight:
     """What the target Python says without importing anything heavy (milliseconds,
-    where importing torch takes seconds to minutes on a loaded machine)."""
+    where importing torch takes seconds to minutes on a loaded machine): the first
+    answer of :class:`TargetProbe`."""
 
     python: str
     torch_version: str | None
     has_pip: bool
 
 
-PREFLIGHT = r"""
-import importlib.metadata, importlib.util, json, sys
-try:
-    torch = importlib.metadata.version("torch")
-except importlib.metadata.PackageNotFoundError:
-    torch = None
-print(json.dumps({"python": sys.executable, "torch": torch,
-                  "pip": importlib.util.find_spec("pip") is not None}))
-"""
-
-
-def preflight(python: Path, timeout: float = 60) -> Preflight:
-    """Whether ``python`` runs, has torch installed and has pip, in one quick probe."""
-    with tempfile.TemporaryDirectory(prefix="kernel-wheels-probe-") as scratch:
-        facts = run_probe(python, PREFLIGHT, "run", timeout, cwd=Path(scratch))
-    try:
-        return Preflight(str(facts["python"]), facts["torch"], bool(facts["pip"]))
-    except (KeyError, TypeError):
-        raise EnvironmentProbeError(f"unexpected answer from the Python at {python}") from None
+def _probe_folder(scratch: Path) -> dict[str, str]:
+    """Our packaging, alone in a folder (a link to it), for an interpreter that has none;
+    the probe runs in that folder so that nothing in the user's working folder shadows
+    torch. The probe's environment: that folder, and where torch's build facts are kept."""
+    (scratch / "packaging").symlink_to(Path(packaging.__file__).parent, target_is_directory=True)
+    return {"KERNEL_WHEELS_PROBE_PATH": str(scratch),
+            "KERNEL_WHEELS_PROBE_CACHE": str(cache_dir("torch-builds"))}
 
 
 def read_environment(python: Path | None = None, timeout: float = 120) -> Environment:
@@ -236,17 +226,104 @@ def read_environment(python: Path | None = None, timeout: float = 120) -> Enviro
     python = target_python(python)
     source = Path(probe.__file__).read_text(encoding="utf-8")
     with tempfile.TemporaryDirectory(prefix="kernel-wheels-probe-") as scratch:
-        # Our packaging, alone in a folder, for an interpreter that has none; the probe
-        # runs in that folder so that nothing in the user's working folder shadows torch.
-        shutil.copytree(Path(packaging.__file__).parent, Path(scratch) / "packaging",
-                        ignore=shutil.ignore_patterns("__pycache__"))
         facts = run_probe(python, source, "inspect the Python at", timeout, cwd=Path(scratch),
-                          env={"KERNEL_WHEELS_PROBE_PATH": scratch}, args=probe.QUESTIONS)
+                          env=_probe_folder(Path(scratch)), args=probe.QUESTIONS)
+    return _environment(python, facts)
+
+
+def _environment(python: Path, facts: Any) -> Environment:
     try:
         return environment_from_facts(facts)
-    except (ValueError, KeyError) as exc:
+    except (ValueError, KeyError, TypeError) as exc:
         raise EnvironmentProbeError(f"unexpected answer from the Python at {python}: {exc}") \
             from None
+
+
+@dataclass(frozen=True)
+class Installed:
+    """What the target environment holds, as ``install`` needs it."""
+
+    #: site-packages (purelib, platlib): where installers write distributions.
+    site: tuple[Path, ...]
+    #: (name, version, top-level names) of every distribution.
+    owners: tuple[tuple[str, str, tuple[str, ...]], ...]
+    #: torch's dist-info folder.
+    torch_dist_info: Path | None
+
+
+class TargetProbe:
+    """The one probe of the target Python for ``install``, running while the index is
+    read: :meth:`early` answers at once (torch installed? pip?); the interpreter's tags
+    and what is installed follow meanwhile; :meth:`finish` lets it ask torch (imported,
+    or its build facts from the cache) and returns the environment and what is installed.
+    The probe runs in an empty private folder (``python -c`` puts its working folder
+    first on ``sys.path``, where a planted ``json.py`` would run instead)."""
+
+    def __init__(self, python: Path, timeout: float = 120) -> None:
+        self.python = python
+        self.timeout = timeout
+        self._scratch = tempfile.TemporaryDirectory(prefix="kernel-wheels-probe-")
+        env = {**os.environ, "PYTHONWARNINGS": "ignore", **_probe_folder(Path(self._scratch.name))}
+        source = Path(probe.__file__).read_text(encoding="utf-8")
+        try:
+            self._proc = subprocess.Popen(
+                [str(python), "-c", source, "--early", *probe.QUESTIONS, "installed"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                cwd=self._scratch.name, env=env)
+        except OSError as exc:
+            self._scratch.cleanup()
+            raise EnvironmentProbeError(f"cannot run {python}: {exc.strerror or exc}") from None
+
+    def __enter__(self) -> TargetProbe:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.communicate()
+        self._scratch.cleanup()
+
+    def early(self) -> Preflight:
+        """Whether the Python runs, has torch installed and has pip (its first line)."""
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()  # python's start-up only: no torch yet
+        if not line:
+            _, err = self._proc.communicate()
+            last = (err.strip().splitlines() or ["no output"])[-1]
+            raise EnvironmentProbeError(f"cannot run {self.python}: {last}")
+        try:
+            facts = parse_json(line)
+            return Preflight(str(facts["python"]), facts["torch"], bool(facts["pip"]))
+        except (ValueError, KeyError, TypeError):
+            raise EnvironmentProbeError(f"unexpected answer from the Python at {self.python}") \
+                from None
+
+    def finish(self) -> tuple[Environment, Installed]:
+        """The environment and what is installed: torch is asked now (imported, unless
+        its build's facts are in the cache)."""
+        try:
+            out, err = self._proc.communicate("go\n", timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            self.close()
+            raise EnvironmentProbeError(f"{self.python} did not answer within {self.timeout:.0f} s") \
+                from None
+        lines = out.strip().splitlines()
+        if self._proc.returncode != 0 or not lines:
+            last = (err.strip().splitlines() or ["no output"])[-1]
+            raise EnvironmentProbeError(f"cannot inspect the Python at {self.python}: {last}")
+        try:
+            facts = parse_json(lines[-1])
+            installed = Installed(
+                tuple(Path(str(p)) for p in facts["site"]),
+                tuple((str(n), str(v), tuple(map(str, tops))) for n, v, tops in facts["owners"]),
+                Path(str(facts["torch_dist_info"])) if facts["torch_dist_info"] else None)
+        except (ValueError, KeyError, TypeError, RecursionError):
+            raise EnvironmentProbeError(f"unexpected answer from the Python at {self.python}") \
+                from None
+        return _environment(self.python, facts), installed
 
 
 def run_probe(python: Path, code: str, doing: str, timeout: float, *, cwd: Path | None = None,

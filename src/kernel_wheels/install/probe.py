@@ -16,13 +16,28 @@ call answers every question it is given, in one JSON object of facts:
   ``gcnArchName``) and name of torch's current device, which costs a GPU initialisation;
 - ``tags``: the wheel tags the interpreter accepts, best first (packaging's ``sys_tags``:
   the interpreter's own packaging, else pip's vendored copy, else the folder that
-  ``KERNEL_WHEELS_PROBE_PATH`` names).
+  ``KERNEL_WHEELS_PROBE_PATH`` names);
+- ``installed`` (for ``install``): the site folders, every distribution with the
+  top-level names its RECORD lists (``owners``: what a kernel must not write into), and
+  torch's dist-info folder.
+
+``install`` asks everything in one run (issue #42: one probe, not five). Run as a script
+with ``--early``, it first prints one line of what costs nothing (torch's version from
+its metadata, whether pip is there), so that ``install`` can refuse early; it then
+answers what needs no torch while ``install`` reads the index, and asks torch only once
+``install`` writes ``go`` on its stdin (nothing imports torch for an index that fails).
+
+``KERNEL_WHEELS_PROBE_CACHE`` names a folder of torch's build facts by torch's RECORD
+(see :func:`_cache_file`): a torch whose RECORD is the same file for file, hash for hash,
+is the same build, so its version, C++ ABI and CUDA / ROCm / XPU versions are the same,
+and it need not be imported again to say them.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
@@ -33,6 +48,8 @@ from collections.abc import Collection
 from typing import Any
 
 QUESTIONS = ("python", "torch", "gpu", "tags")
+#: The build facts a torch's RECORD decides (not the GPU, not MPS: the machine's).
+BUILD_FACTS = ("torch_runtime_version", "cxx11_abi", "cuda", "hip", "xpu")
 
 
 def answer(questions: Collection[str]) -> dict[str, Any]:
@@ -44,7 +61,35 @@ def answer(questions: Collection[str]) -> dict[str, Any]:
         facts.update(_torch(gpu="gpu" in questions))
     if "tags" in questions:
         facts["tags"] = [str(tag) for tag in _packaging_tags().sys_tags()]
+    if "installed" in questions:
+        facts.update(_installed())
     return facts
+
+
+def early() -> dict[str, Any]:
+    """What costs nothing: torch's version (from its metadata) and whether pip is there."""
+    return {"python": sys.executable, "torch": _dist_version("torch"),
+            "pip": importlib.util.find_spec("pip") is not None}
+
+
+def _installed() -> dict[str, Any]:
+    """The site folders, each distribution's top-level names, torch's dist-info."""
+    owners = []
+    torch_info = None
+    for dist in importlib.metadata.distributions():
+        try:
+            files = dist.files or []
+            name = dist.metadata["Name"] or ""
+        except Exception:
+            continue
+        owners.append([str(name), str(dist.version),
+                       sorted({f.parts[0] for f in files if f.parts and f.parts[0] != ".."})])
+        path = getattr(dist, "_path", None)
+        if torch_info is None and name.lower() == "torch" and path is not None:
+            torch_info = str(path)
+    paths = sysconfig.get_paths()
+    return {"site": sorted({paths["purelib"], paths["platlib"]}), "owners": owners,
+            "torch_dist_info": torch_info}
 
 
 def _python() -> dict[str, Any]:
@@ -66,11 +111,56 @@ def _dist_version(name: str) -> str | None:
         return None
 
 
+def _cache_file() -> Any:
+    """Where this torch's build facts are kept (None: no cache asked for, or no RECORD).
+    The key: torch's RECORD (every file's path, size and sha256) and the interpreter's
+    version; whatever torch reports about its build is decided by those files."""
+    folder = os.environ.get("KERNEL_WHEELS_PROBE_CACHE")
+    if not folder:
+        return None
+    import hashlib
+
+    try:
+        record = importlib.metadata.distribution("torch").read_text("RECORD")
+    except Exception:
+        return None
+    if not record:
+        return None
+    # RECORD's hashes say what was installed, not what is there now: the files torch's
+    # facts come from (its version and its package's start) are keyed by their state too.
+    package = importlib.util.find_spec("torch")
+    torch_folder = os.path.dirname(package.origin) if package and package.origin else ""
+    states = []
+    for name in ("__init__.py", "version.py"):
+        try:
+            found = os.stat(os.path.join(torch_folder, name))
+            states.append(f"{name} {found.st_size} {found.st_mtime_ns}")
+        except OSError:
+            return None
+    key = hashlib.sha256(f"{sys.implementation.name} {sys.version}\n{states}\n{record}".encode(
+        "utf-8", "surrogateescape")).hexdigest()
+    return os.path.join(folder, f"torch-{key}.json")
+
+
 def _torch(gpu: bool) -> dict[str, Any]:
     facts: dict[str, Any] = {"torch_version": _dist_version("torch"),
                              "tvm_ffi_version": _dist_version("apache-tvm-ffi"), "torch_error": None}
     if not facts["torch_version"]:
         return facts  # not installed: torch is not imported (seconds saved)
+    cache = _cache_file()
+    cached = None
+    if cache is not None:
+        try:
+            with open(cache, encoding="utf-8") as stream:
+                cached = json.load(stream)
+        except (OSError, ValueError):
+            cached = None
+    # A cached build's facts stand for an import, unless the GPU is asked of a GPU build
+    # (the device is the machine's, not the build's) or MPS could be there (macOS).
+    if isinstance(cached, dict) and set(cached) == set(BUILD_FACTS) and platform.system() != "Darwin" \
+            and not (gpu and (cached["cuda"] or cached["hip"])):
+        facts.update(cached, mps=False)
+        return facts
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -87,7 +177,21 @@ def _torch(gpu: bool) -> dict[str, Any]:
                 facts.update(_gpu(torch))
         except Exception as exc:  # a torch that cannot be imported is a fact, said in one line
             facts["torch_error"] = (type(exc).__name__ + ": " + str(exc)).splitlines()[0][:300]
+    if cache is not None and facts["torch_error"] is None:
+        _remember(cache, {name: facts[name] for name in BUILD_FACTS})
     return facts
+
+
+def _remember(path: str, build: dict[str, Any]) -> None:
+    """Keep a torch's build facts (a rename: a reader sees the whole file or none)."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        temp = f"{path}.{os.getpid()}"
+        with open(temp, "w", encoding="utf-8") as stream:
+            json.dump(build, stream)
+        os.replace(temp, path)
+    except OSError:
+        pass  # a cache that cannot be written costs the next run an import of torch
 
 
 def _gpu(torch: Any) -> dict[str, Any]:
@@ -119,6 +223,20 @@ def _packaging_tags() -> Any:
 
 
 if __name__ == "__main__":
-    # Run as ``python -c SOURCE QUESTION...``: the answer is the last line, after anything
-    # torch printed (without a newline of its own, perhaps) on importing.
-    sys.stdout.write("\n" + json.dumps(answer(sys.argv[1:])) + "\n")
+    # Run as ``python -c SOURCE [--early] QUESTION...``: the answer is the last line, after
+    # anything torch printed (without a newline of its own, perhaps) on importing; with
+    # --early, the early facts come first, on a line of their own, before torch is imported.
+    asked = sys.argv[1:]
+    if asked[:1] == ["--early"]:
+        # Then what needs no torch, while install reads the index; torch only once
+        # install says "go" on stdin (the index answered: torch's import is worth it).
+        asked = asked[1:]
+        sys.stdout.write(json.dumps(early()) + "\n")
+        sys.stdout.flush()
+        facts = answer([q for q in asked if q not in ("torch", "gpu")])
+        if sys.stdin.readline().strip() != "go":
+            raise SystemExit(0)
+        facts.update(answer([q for q in asked if q in ("torch", "gpu")]))
+    else:
+        facts = answer(asked)
+    sys.stdout.write("\n" + json.dumps(facts) + "\n")

@@ -20,12 +20,13 @@ import json
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..elf.reader import ELF_MAGIC, ElfError, read_elf
 from ..kernel.gpu_archs import GpuCode, parse_amd_target, parse_code_name, sort_code_names, sort_target_ids
 from ..reading import NestingError, parse_json
-from .writer import Member
+
+if TYPE_CHECKING:  # a checked wheel's record is read without the writer or the ELF reader
+    from .writer import Member
 
 GPU_RECORD = "kernel_wheels_gpu.json"
 _NAME_KINDS = {"cubins": "sm", "ptx": "compute", "code_objects": "gfx"}
@@ -47,6 +48,8 @@ def record_bytes(binaries: Sequence[tuple[str, GpuCode]]) -> bytes:
 def binaries_code(binaries: Sequence[tuple[str, Path]]) -> list[tuple[str, GpuCode]]:
     """The device code of each ELF binary that has a fat binary (a malformed one is left
     out here: ``check`` fails the wheel for it)."""
+    from ..elf.reader import ELF_MAGIC, ElfError, read_elf
+
     found = []
     for arcname, path in binaries:
         with path.open("rb") as stream:
@@ -63,6 +66,8 @@ def binaries_code(binaries: Sequence[tuple[str, Path]]) -> list[tuple[str, GpuCo
 
 def gpu_record_member(dist_info: str, binaries: Sequence[tuple[str, Path]]) -> Member:
     """The record, made once every binary has been written (and so has arrived)."""
+    from .writer import Member
+
     return Member(f"{dist_info}/{GPU_RECORD}",
                   derive=lambda _written: record_bytes(binaries_code(binaries)))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
 from packaging.metadata import InvalidMetadata, Metadata
@@ -13,7 +13,9 @@ from packaging.metadata import InvalidMetadata, Metadata
 from .. import __version__
 from ..confine import shown
 from ..errors import MetadataError
-from .plan import WheelPlan
+
+if TYPE_CHECKING:  # checking METADATA needs no wheel plan
+    from .plan import WheelPlan
 
 PROVENANCE_FILE = "kernel_wheels.json"
 GENERATOR = f"kernel-wheels {__version__}"

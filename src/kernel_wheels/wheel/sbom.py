@@ -14,17 +14,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from .. import __version__
-from .writer import Member, WrittenMember
+
+if TYPE_CHECKING:  # check reads an SBOM without the writer
+    from .writer import Member, WrittenMember
 
 SBOM_NAME = "kernel-wheels.cdx.json"
 SBOM_FOLDER = "sboms"
@@ -61,6 +62,8 @@ def sbom_arcname(dist_info: str) -> str:
 
 def sbom_member(dist_info: str, facts: SbomFacts) -> Member:
     """The SBOM as a member made from the members written before it."""
+    from .writer import Member
+
     return Member(sbom_arcname(dist_info),
                   derive=lambda written: sbom_bytes(facts, written))
 
@@ -102,6 +105,8 @@ def serial_number(filename: str, files: Sequence[WrittenMember]) -> str:
     digest = hashlib.sha256(filename.encode())
     for member in files:
         digest.update(f"\n{member.arcname}\0{member.sha256.hex()}".encode())
+    import uuid  # here: checking a wheel's SBOM never makes a serial number
+
     return f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, 'kernel-wheels:' + digest.hexdigest())}"
 
 
