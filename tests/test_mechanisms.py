@@ -58,7 +58,15 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("remote/credentials.py", "_prompt", "print"): "an empty line that ends the password prompt's line",
     ("install/probe.py", "<module>", "sys.stdout.write"):
         "runs in the target Python: its JSON answer, read back through reading.parse_json",
+    ("install/probe.py", "_cache_file", ".read_text"):
+        "runs in the target Python (standard library only): torch's RECORD there, hashed as a cache key",
+    ("install/probe.py", "_torch", "open"): "runs in the target Python: its own build-facts cache file",
+    ("install/probe.py", "_torch", "json.load"): "runs in the target Python: its own cache file, any "
+        "error or odd shape read as no cache",
+    ("install/probe.py", "_remember", "open"): "runs in the target Python: writes its own cache file",
     # --- the package's own data, not outside data
+    ("install/environment.py", "TargetProbe.__init__", ".read_text"):
+        "the source of kernel_wheels/install/probe.py, sent to the target Python",
     ("data.py", "load", ".read_text"): "kernel_wheels/data/*.json, shipped with the package",
     ("data.py", "load", "json.loads"): "kernel_wheels/data/*.json, shipped with the package",
     ("checks/manylinux.py", "_policies", ".read_text"): "auditwheel's own policy table (package data)",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import data
+from ..reading import open_regular
 from .report import Finding, Status
 
 MACHO_MAGICS = {b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe", b"\xca\xfe\xba\xbe", b"\xbe\xba\xfe\xca"}
@@ -56,7 +57,7 @@ def macos_needed(paths: Iterable[Path]) -> tuple[int, int] | None:
     (the check that follows names it)."""
     found: list[tuple[int, int]] = []
     for path in paths:
-        with path.open("rb") as stream:
+        with open_regular(path, "a binary", ValueError, limit=None) as stream:
             if stream.read(4) not in MACHO_MAGICS:
                 continue
         try:

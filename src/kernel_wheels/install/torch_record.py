@@ -20,13 +20,18 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..reading import open_regular, read_regular
 from .environment import Installed
+
+#: A RECORD larger than this is no installer's (torch's is a few MB).
+_MAX_RECORD = 256 << 20
 
 StatKey = tuple[int, int, int]
 #: File systems stamp times from a coarse clock (a tick, at most 10 ms, behind the time
@@ -61,7 +66,8 @@ def _recorded_paths(record: Path) -> Iterable[tuple[str, str]]:
     """(the path as RECORD writes it, the absolute normalized path) of each row."""
     base = record.parent.parent
     try:
-        with record.open(newline="", encoding="utf-8", errors="surrogateescape") as stream:
+        with io.TextIOWrapper(open_regular(record, "a RECORD", OSError, limit=None), newline="",
+                              encoding="utf-8", errors="surrogateescape") as stream:
             for row in csv.reader(stream):
                 if row and row[0]:
                     yield row[0], os.path.normpath(os.path.join(base, row[0]))
@@ -92,7 +98,7 @@ def torch_record(installed: Installed, version: str) -> TorchRecord | None:
         return None
     record = installed.torch_dist_info / "RECORD"
     try:
-        text = record.read_bytes()
+        text = read_regular(record, "torch's RECORD", OSError, limit=_MAX_RECORD)
     except OSError:
         return None
     stat = _stat(record)
@@ -145,7 +151,8 @@ def torch_changes(before: TorchRecord, installer_failed: bool = False) -> str | 
                 f"reinstall torch=={before.version} (pip install --force-reinstall --no-deps)")
     if stat != before.stat:
         try:
-            same = hashlib.sha256(before.record.read_bytes()).hexdigest() == before.sha256
+            same = hashlib.sha256(read_regular(before.record, "torch's RECORD", OSError,
+                                               limit=_MAX_RECORD)).hexdigest() == before.sha256
         except OSError:
             same = False
         return None if same and stat[2] == before.stat[2] else \
