@@ -189,7 +189,7 @@ def _check(tour: Tour, proc: subprocess.CompletedProcess[str]) -> None:
 
 
 def _verify(tour: Tour, proc: subprocess.CompletedProcess[str]) -> None:
-    assert proc.stdout.splitlines() == [f"{name} passed" for name in _wheels(tour)]
+    assert proc.stdout.splitlines() == [f"{name} unsigned" for name in _wheels(tour)]
 
 
 def _index(tour: Tour, proc: subprocess.CompletedProcess[str]) -> None:

@@ -72,7 +72,7 @@ def test_every_top_level_module_is_a_wing_or_on_the_floor() -> None:
     # A lower wing imports a higher one (inside a function, where it is easy to miss).
     ("kernel/variants.py", "def _upward():\n    from ..convert import pipeline  # noqa\n",
      "kernel_wheels.kernel.variants -> kernel_wheels.convert.pipeline"),
-    ("wheel/plan.py", "from ..checks import check_wheel  # noqa\n",
+    ("wheel/plan.py", "from ..checks import judge_wheel  # noqa\n",
      "kernel_wheels.wheel.plan -> kernel_wheels.checks"),
     # A sibling on the same floor.
     ("sources/folder.py", "from ..building import config  # noqa\n",

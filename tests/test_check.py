@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_wheels.checks import check_wheel
+from kernel_wheels.checks import judge_wheel as check_wheel
 from support.faults import one_error_line, tally
 from support.helpers import run_cli
 

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from kernel_wheels.checks import check_wheel
+from kernel_wheels.checks import judge_wheel as check_wheel
 from kernel_wheels.elf.reader import ElfError, read_elf_bytes
 from support.elf_mutations import (
     VARIANT,

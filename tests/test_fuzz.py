@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from kernel_wheels import data
-from kernel_wheels.checks import CheckReport, check_wheel
+from kernel_wheels.checks import CheckReport
+from kernel_wheels.checks import judge_wheel as check_wheel
 from kernel_wheels.errors import KernelWheelsError
 from kernel_wheels.kernel.metadata import python_requirements, read_kernel_metadata
 from kernel_wheels.kernel.revision import Revision

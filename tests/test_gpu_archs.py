@@ -413,7 +413,7 @@ def test_install_decisions_for_each_gpu(build_wheels: dict[str, Path]) -> None:
 
     from kernel_wheels.install.core import choose
     from kernel_wheels.install.environment import Environment
-    from kernel_wheels.install.gpu import parse_gpu_arch
+    from kernel_wheels.kernel.gpu_target import parse_gpu_arch
     from kernel_wheels.remote.find_links import LocalLinks
 
     tags = ("cp312-abi3-manylinux_2_28_x86_64", "cp39-abi3-manylinux_2_28_x86_64")

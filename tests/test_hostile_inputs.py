@@ -692,7 +692,8 @@ def test_dist_info_records(tmp_path_factory: pytest.TempPathFactory, record: str
     """check's reader (checks/), index's facts (index/wheelfacts) and install's
     Requires-Dist (install/core): ``check_wheel`` returns a report whatever the wheel
     holds; the others return or raise a typed one-line error."""
-    from kernel_wheels.checks import CheckReport, check_wheel
+    from kernel_wheels.checks import CheckReport
+    from kernel_wheels.checks import judge_wheel as check_wheel
     from kernel_wheels.index.wheelfacts import inspect_wheel
     from kernel_wheels.install.core import wheel_dependencies
 

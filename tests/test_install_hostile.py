@@ -41,13 +41,18 @@ DIST = "img2gray-1.0.0+torch213cpucxx11"
 # --- wheels ----------------------------------------------------------------------------------
 
 
-def _convert(cpu_build: Path, folder: Path, *args: str, name: str | None = None) -> Path:
-    """to-wheel of the CPU build as a folder source (``name``: metadata.json's kernel name)."""
+def _convert(cpu_build: Path, folder: Path, *args: str, name: str | None = None,
+             **metadata_keys: object) -> Path:
+    """to-wheel of the CPU build as a folder source (``name``: metadata.json's kernel name;
+    ``metadata_keys``: further metadata.json keys, ``kernel_depends`` for kernel-depends)."""
     variant = folder / "src" / "build" / VARIANT
     shutil.copytree(cpu_build, variant)
-    if name is not None:
+    if name is not None or metadata_keys:
         metadata = json.loads((variant / "metadata.json").read_text())
-        (variant / "metadata.json").write_text(json.dumps({**metadata, "name": name}))
+        metadata.update({key.replace("_", "-"): value for key, value in metadata_keys.items()})
+        if name is not None:
+            metadata["name"] = name
+        (variant / "metadata.json").write_text(json.dumps(metadata))
     run_cli("to-wheel", folder / "src", "1.0.0", "-o", folder / "out", *args)
     (wheel,) = (folder / "out").glob("*.whl")
     return wheel
@@ -227,15 +232,16 @@ def test_install_refuses_what_check_refuses_before_pip_runs(hostile_wheels: dict
 def test_install_refuses_a_kernel_package_another_distribution_owns(
         cpu_build: Path, venv: Path, index: HostileIndex, tmp_path: Path) -> None:
     """A wheel that passes `check` whose package is `torch` (metadata.json named the
-    kernel so, `--dist-name` gave it another project): pip would write its loader over
+    kernel so, `--dist-name` gave it a prefixed project): pip would write its loader over
     torch/__init__.py. install reads which distribution owns which top-level name in
     the target environment and refuses before pip runs."""
-    wheel = _convert(cpu_build, tmp_path, "--dist-name", "evil-kernel", name="torch")
+    wheel = _convert(cpu_build, tmp_path, "--dist-name", "evil-torch", name="torch")
     assert run_cli("check", wheel).returncode == 0  # a wheel check alone cannot know
     before = environment_state(venv)
-    proc = install(venv, serve(index, wheel), "evil-kernel")
-    one_line_error(proc, f"{wheel.name} would write into torch/, which torch 2.13.0+cpu "
-                         "installed in", "nothing was installed", status=1)
+    proc = install(venv, serve(index, wheel), "evil-torch")
+    one_line_error(proc, f"{wheel.name} from ", "[fit] its package torch/ has a name the target "
+                         "already takes: torch 2.13.0+cpu, installed there", "nothing was installed",
+                   status=1)
     assert environment_state(venv) == before
 
 
@@ -258,17 +264,16 @@ def _plain_wheel(folder: Path, name: str, files: dict[str, bytes]) -> Path:
 
 
 def test_torch_unchanged_is_measured_on_its_recorded_files(
-        kernel_wheel: Path, index: HostileIndex, tmp_path: Path,
+        cpu_build: Path, index: HostileIndex, tmp_path: Path,
         tmp_path_factory: pytest.TempPathFactory) -> None:
-    """The kernel itself passes every check, but it requires kwhelper, which the index
-    also serves and which writes torch/version.py (pip checks no file ownership; the
+    """The kernel itself passes every check, but it requires kwhelper (a kernel-depends
+    entry of its metadata.json), which the index also serves and which writes torch/version.py (pip checks no file ownership; the
     torch pin holds, torch's version reads the same). The run must not end in "torch
     unchanged": it names the changed file and says how to repair."""
     python = make_venv(tmp_path / "venv", torch=torch_wheel(tmp_path_factory.mktemp("torch-wheel")))
-    metadata = zipfile.ZipFile(kernel_wheel).read(f"{DIST}.dist-info/METADATA")
-    kernel = repack(kernel_wheel, tmp_path / "kernel" / WHEEL, {},
-                    {f"{DIST}.dist-info/METADATA": metadata.replace(
-                        b"Requires-Dist: torch", b"Requires-Dist: kwhelper\nRequires-Dist: torch", 1)})
+    # The kernel requires kwhelper as metadata.json says it (another kernel, version 1).
+    kernel = _convert(cpu_build, tmp_path / "kernel",
+                      kernel_depends=[{"repo-id": "org/kwhelper", "version": 1}])
     helper = _plain_wheel(tmp_path / "helper", "kwhelper", {
         "kwhelper/__init__.py": b"",
         "torch/version.py": b"__version__ = '2.13.0+cpu'\ngit_version = 'replaced'\n"})
@@ -279,15 +284,14 @@ def test_torch_unchanged_is_measured_on_its_recorded_files(
 
 
 def test_torch_changes_are_named_when_the_installer_fails(
-        kernel_wheel: Path, index: HostileIndex, tmp_path: Path,
+        cpu_build: Path, index: HostileIndex, tmp_path: Path,
         tmp_path_factory: pytest.TempPathFactory) -> None:
     """kwhelper writes into torch/ and leaves a folder where the kernel's __init__.py
     goes, so pip fails on the kernel itself: the error says so, and that torch changed."""
     python = make_venv(tmp_path / "venv", torch=torch_wheel(tmp_path_factory.mktemp("torch-wheel")))
-    metadata = zipfile.ZipFile(kernel_wheel).read(f"{DIST}.dist-info/METADATA")
-    kernel = repack(kernel_wheel, tmp_path / "kernel" / WHEEL, {},
-                    {f"{DIST}.dist-info/METADATA": metadata.replace(
-                        b"Requires-Dist: torch", b"Requires-Dist: kwhelper\nRequires-Dist: torch", 1)})
+    # The kernel requires kwhelper as metadata.json says it (another kernel, version 1).
+    kernel = _convert(cpu_build, tmp_path / "kernel",
+                      kernel_depends=[{"repo-id": "org/kwhelper", "version": 1}])
     helper = _plain_wheel(tmp_path / "helper", "kwhelper", {
         "kwhelper/__init__.py": b"",
         "torch/version.py": b"__version__ = '2.13.0+cpu'\ngit_version = 'replaced'\n",

@@ -92,7 +92,7 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("building/scheduler.py", "compiler_failure", ".read_text"): "the compiler's log, written by this build",
     ("building/source_archive.py", "_NarHash.file", ".open"):
         "a file this build unpacked from a digest-checked archive",
-    ("checks/__init__.py", "_check_binaries", ".open"): "a member check extracted itself (bounded by the zip checks)",
+    ("checks/binaries.py", "check_binaries", ".open"): "a member check extracted itself (bounded by the zip checks)",
     ("checks/facts.py", "written_wheel_contents", ".read_bytes"): "a member of the wheel this run wrote",
     ("checks/foreign.py", "check_pe", ".open"): "a member check extracted itself (4 KiB read)",
     ("wheel/gpu_record.py", "binaries_code", ".open"): "a binary extracted or walked before (4 bytes read)",

@@ -451,14 +451,17 @@ def test_verify_wheels_folder_and_installed_kernels(cpu_build: Path, tmp_path: P
     wheel = next((tmp_path / "site" / "files").glob("*.whl"))
 
     passed = run_cli("verify", tmp_path / "site", "--trusted-root", root, "--require-signature")
-    assert passed.stdout == f"PASS {wheel.name}: signed by {BUILD} ({GITHUB}), transparency log entry 7\n"
+    assert passed.stdout == (f"VERIFIED {wheel.name}: signed by {BUILD} ({GITHUB}), transparency log "
+                             "entry 7; every file is signed or derived again\n")
+    assert "1 verified, 0 unsigned, 0 not verified, 0 failed" in passed.stderr
     report = json.loads(run_cli("verify", wheel, "--trusted-root", root, "--json").stdout)
     assert report[0]["passed"] and report[0]["provenance"]["identity"] == BUILD
+    assert report[0]["proof"] == "verified"
     # Another signer policy: the same wheel fails, one line, exit 1.
     other = run_cli("verify", wheel, "--trusted-root", root, "--policy", _policy(tmp_path), check=False)
     assert other.returncode == 1
-    assert other.stdout.startswith(f"FAIL {wheel.name}: k build/{variant.name}: signed by a signer the "
-                                   "policy does not accept")
+    assert other.stdout.startswith(f"FAILED {wheel.name}: [provenance] k build/{variant.name}: signed by "
+                                   "a signer the policy does not accept")
 
     python = make_venv(tmp_path / "venv")
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True,
@@ -506,7 +509,8 @@ def test_install_verifies_before_installing(cpu_build: Path, tmp_path: Path,
     # Sigstore's production root (the default) refuses the test deployment's signature:
     # nothing is installed.
     refused = run_cli("install", "img2gray", *where, check=False)
-    one_line_error(refused, "was not installed: k build/", "the signature does not verify", status=1)
+    one_line_error(refused, "fails kernel-wheels check, so no installer saw it: [provenance] k build/",
+                   "the signature does not verify", "nothing was installed", status=1)
     listed = subprocess.run([str(python), "-m", "pip", "list"], capture_output=True, text=True).stdout
     assert "img2gray" not in listed
     run_cli("install", "img2gray", *where, "--trusted-root", root, "--require-signature")

@@ -188,8 +188,12 @@ def test_check_refuses_a_wheel_whose_sbom_disagrees_with_its_files(
     assert proc.returncode == 1, proc.stdout
     report = json.loads(proc.stdout)
     failures = [f for r in report for f in r["findings"] if f["status"] == "fail"]
-    assert [f["check"] for f in failures] == ["sbom"] * len(failures), failures
-    assert any(message in f["message"] for f in failures), failures
+    assert any(f["check"] == "sbom" and message in f["message"] for f in failures), failures
+    # Beside the SBOM rule, only the closed contract speaks: the SBOM (and the RECORD
+    # listing it) are not what kernel-wheels derives; no other file is blamed.
+    others = [f for f in failures if f["check"] != "sbom"]
+    assert {f["check"] for f in others} <= {"contract"}, failures
+    assert all(f["message"].startswith((sbom_name, sbom_name.split("/")[0] + "/RECORD")) for f in others), others
     assert "Traceback" not in proc.stderr
 
 

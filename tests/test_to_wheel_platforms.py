@@ -18,7 +18,7 @@ import pytest
 from packaging.tags import Tag, cpython_tags, mac_platforms
 from packaging.utils import parse_wheel_filename
 
-from kernel_wheels.checks import check_wheel
+from kernel_wheels.checks import judge_wheel as check_wheel
 from kernel_wheels.kernel.variants import parse_variant
 from kernel_wheels.wheel.plan import TagOptions, plan_wheel
 from support.contract import CONTRACT

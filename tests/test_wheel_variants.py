@@ -285,4 +285,9 @@ def test_check_refuses_a_variant_label_the_wheel_does_not_describe(variant_site:
     failures = [f for r in json.loads(proc.stdout) for f in r["findings"] if f["status"] == "fail"]
     expected = (f"variant.json describes {label}, not the file name's t99cpu" if rename == "other-label"
                 else "the wheel has a variant.json but its file name no variant label")
-    assert [f["message"] for f in failures] == [expected]
+    assert [f["message"] for f in failures if f["check"] == "variant"] == [expected]
+    # The closed contract says the same from its side: not the name (nor the SBOM naming
+    # the file) kernel-wheels gives this build.
+    contract = [f["message"] for f in failures if f["check"] == "contract"]
+    assert contract[0].startswith("the file name is not the one kernel-wheels gives this build"), failures
+    assert {f["check"] for f in failures} == {"variant", "contract"}, failures

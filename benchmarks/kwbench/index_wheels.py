@@ -40,7 +40,7 @@ def _convert(kernel: Path, out: Path, dist_name: str, version: str) -> list[Path
 
 
 def _assert_valid(wheel: Path) -> None:
-    from kernel_wheels.checks import check_wheel
+    from kernel_wheels.checks import judge_wheel as check_wheel
 
     report = check_wheel(wheel)
     if not report.passed:

@@ -25,10 +25,13 @@ _API = {
     "Variant": "kernel.variants", "parse_variant": "kernel.variants",
     "list_versions": "sources.releases", "KernelVersion": "sources.releases",
     # check, verify
-    "check_wheel": "checks", "check_wheels": "checks", "CheckReport": "checks",
+    "judge_wheel": "checks.verdict", "judge_wheels": "checks.verdict", "Target": "checks.verdict",
+    # the names of earlier releases, kept for scripts: the same one verdict
+    "check_wheel": "checks.verdict:judge_wheel", "check_wheels": "checks.verdict:judge_wheels",
+    "CheckReport": "checks.report",
     "wheels_in": "checks.paths", "wheels_under": "checks.paths",
-    "verify_wheels": "checks.provenance", "ProvenanceResult": "checks.provenance",
-    "verify_installed": "install.provenance",
+    "verify_wheels": "checks.proof", "ProofResult": "checks.proof", "Proof": "checks.proof",
+    "verify_installed": "install.audit",
     "Policy": "provenance.policy", "PolicyOptions": "provenance.policy",
     # index, yank, publish
     "build_site": "site.build", "yank_release": "site.build", "SiteResult": "site.build",

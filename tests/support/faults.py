@@ -27,7 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from urllib.parse import urlsplit
 
-from kernel_wheels.checks import check_wheel
+from kernel_wheels.checks import judge_wheel as check_wheel
 
 from .http_server import LoopbackServer
 

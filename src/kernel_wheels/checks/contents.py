@@ -9,9 +9,10 @@ from packaging.tags import Tag, parse_tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from ..errors import MetadataError
+from ..kernel.layout import is_binary_name
 from ..wheel.metadata import validate_metadata
 from ..wheel.variant_label import split_variant_label
-from .facts import WheelContents, is_binary_name
+from .facts import WheelContents
 from .report import Finding, Status
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from ..kernel.layout import is_binary_name
 from ..provenance.record import VERIFIED_FILE
 from ..reading import parse_json
 from ..wheel.gpu_record import GPU_RECORD
@@ -31,7 +32,6 @@ from .report import Finding, Status
 if TYPE_CHECKING:  # types only: checking a wheel never loads the writer
     from ..wheel.writer import Member, WrittenWheel
 
-BINARY_SUFFIXES = (".so", ".dylib", ".dll", ".pyd")
 #: The dist-info texts the checks read, by their path inside the dist-info folder.
 SBOM_TEXT = f"{SBOM_FOLDER}/{SBOM_NAME}"
 #: Declares the commands an installer writes into ``bin/`` (checks/members.py refuses them).
@@ -50,11 +50,6 @@ UNREADABLE = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, Value
               zlib.error, NotImplementedError, RuntimeError)
 
 
-def is_binary_name(name: str) -> bool:
-    base = name.rsplit("/", 1)[-1]
-    return base.endswith(BINARY_SUFFIXES) or ".so." in base
-
-
 @dataclass
 class WheelContents:
     filename: str
@@ -65,8 +60,10 @@ class WheelContents:
     #: dist-info texts by their path in the dist-info folder (METADATA, WHEEL,
     #: kernel_wheels.json, sboms/kernel-wheels.cdx.json).
     texts: dict[str, str] = field(default_factory=dict)
-    #: sha256 (raw) of every member's content.
+    #: sha256 (raw) of every member's content (RECORD aside: :attr:`record_sha256`).
     hashes: dict[str, bytes] = field(default_factory=dict)
+    #: Every member's size (uncompressed), by name.
+    sizes: dict[str, int] = field(default_factory=dict)
     #: Binaries (by member name) as files on disk, for the binary checks.
     #: (small ones as bytes: most index wheels hold a binary of a few kB, and a scratch
     #: file per wheel would cost more than checking it)
@@ -77,6 +74,8 @@ class WheelContents:
     path: Path | None = None
     #: metadata.json and its bundle of each variant folder, by member name (bytes).
     signed: dict[str, bytes] = field(default_factory=dict)
+    #: sha256 (raw) of RECORD as the wheel holds it.
+    record_sha256: bytes | None = None
 
     @property
     def provenance(self) -> dict[str, Any] | None:
@@ -155,7 +154,9 @@ def read_wheel_contents(path: Path, filename: str, scratch: Callable[[], Path],
             facts.findings.append(Finding("record", Status.FAIL, "the wheel has no RECORD"))
         else:
             try:
-                record = _record_rows(zf.read(record_name).decode("utf-8", "replace"))
+                record_bytes = zf.read(record_name)
+                facts.record_sha256 = hashlib.sha256(record_bytes).digest()
+                record = _record_rows(record_bytes.decode("utf-8", "replace"))
             except csv.Error as exc:  # a stray newline in a field, a field too large
                 facts.findings.append(Finding("record", Status.FAIL, f"RECORD is not valid CSV: {exc}"))
         for info in infos:
@@ -195,6 +196,7 @@ def read_wheel_contents(path: Path, filename: str, scratch: Callable[[], Path],
                 facts.findings.append(Finding("record", Status.FAIL, f"{name} cannot be read: {exc}"))
                 continue
             facts.hashes[name] = digest.digest()
+            facts.sizes[name] = size
             if target is not None:
                 facts.binaries[name] = target
             elif in_memory:
@@ -232,6 +234,8 @@ def written_wheel_contents(written: WrittenWheel, members: list[Member], filenam
     dist_info = _find_dist_info(names)
     facts = WheelContents(filename, [*names, f"{dist_info}/RECORD"], dist_info, path=written.path)
     facts.hashes = {m.arcname: m.sha256 for m in written.members}
+    facts.sizes = {m.arcname: m.size for m in written.members}
+    facts.record_sha256 = hashlib.sha256(written.record.encode()).digest()
     derived = dict(written.derived)
     for member in members:
         text_name = _text_name(dist_info, member.arcname)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..provenance.record import Verification
 
 
 class Status(Enum):
@@ -33,6 +36,8 @@ class CheckReport:
     #: The CUDA device code of the wheel and of each binary that has some
     #: (``checks.gpu.WheelGpuCode.to_dict``); None: no binary has a fat binary.
     gpu_code: dict[str, Any] | None = None
+    #: The wheel's provenance as verified now (None: not asked, or it did not verify).
+    verification: Verification | None = None
 
     @property
     def passed(self) -> bool:
@@ -59,5 +64,6 @@ class CheckReport:
             "passed": self.passed,
             "honest_manylinux": self.honest_manylinux,
             "gpu_code": self.gpu_code,
+            "provenance": self.verification.to_dict() if self.verification else None,
             "findings": [f.to_dict() for f in self.findings],
         }

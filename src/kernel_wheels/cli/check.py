@@ -34,10 +34,10 @@ def register(commands: Commands) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..checks import Status, check_wheels
+    from ..checks import Status, judge_wheels
     from ..checks.paths import wheels_in
 
-    reports = check_wheels(wheels_in(args.wheels), jobs=args.jobs, policy=policy(args))
+    reports = judge_wheels(wheels_in(args.wheels), jobs=args.jobs, policy=policy(args))
     if args.json:
         out(json.dumps([r.to_dict() for r in reports], indent=2))
     else:

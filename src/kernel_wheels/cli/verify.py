@@ -5,8 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ..terminal import shown
 from .common import Commands, add_command, add_policy, out, policy
+
+if TYPE_CHECKING:
+    from ..checks.proof import ProofResult
 
 EPILOG = """\
 examples:
@@ -15,9 +20,11 @@ examples:
   kernel-wheels verify --python .venv/bin/python --json   # the kernels installed there
   kernel-wheels verify dist/ --trusted-root root.json --signer ISSUER=IDENTITY
 
-Offline: each variant's Sigstore bundle over its metadata.json, the signed digests
-against every file, and the record the wheel carries (docs/provenance.md). Exit status:
-0 everything passed, 1 something did not, 2 a usage error.
+Offline, the verdict check gives (docs/provenance.md), said as what it proves, one word
+per wheel: VERIFIED (signed by an accepted signer; every file signed or derived again),
+UNSIGNED (its checks pass; no signature covers it), NOT VERIFIED (signed, but part of it
+is not proved, such as a wheel another kernel-wheels release made), FAILED. Exit status:
+0 nothing failed, 1 something failed, 2 a usage error.
 """
 
 
@@ -43,27 +50,40 @@ def run(args: argparse.Namespace) -> int:
     if bool(args.paths) == (args.python is not None):
         raise UsageError("give wheels or folders, or --python PY (not both)")
     chosen = policy(args)
+    from ..checks.proof import Proof, count
+
     if args.python is not None:
-        from ..install.provenance import verify_installed
+        from ..install.audit import verify_installed
 
         results = verify_installed(args.python, chosen)
     else:
         from ..checks.paths import wheels_under
-        from ..checks.provenance import verify_wheels
+        from ..checks.proof import verify_wheels
 
         results = verify_wheels(wheels_under(args.paths), chosen)
     if args.json:
         out(json.dumps([result.to_dict() for result in results], indent=2))
     else:
         for result in results:
-            found = result.verification
-            if not result.passed:
-                out(f"FAIL {result.target}: {result.failures[0]}")
-            elif found is not None and found.signed:
-                out(f"PASS {result.target}: signed by {found.identity} ({found.issuer}), "
-                      f"transparency log entry {found.log_index}")
-            else:
-                out(f"PASS {result.target}: unsigned (no metadata.json.sigstore)")
-    failed = sum(not result.passed for result in results)
-    args.progress(f"{len(results) - failed} of {len(results)} verified")
-    return 1 if failed else 0
+            out(_line(result))
+    counted = count(results)
+    args.progress(", ".join(f"{counted[proof]} {proof.value}" for proof in Proof))
+    return 1 if counted[Proof.FAILED] else 0
+
+
+def _line(result: ProofResult) -> str:
+    """One line per wheel or installed kernel: what it proves, in the word it is counted by."""
+    from ..checks.proof import Proof
+
+    found = result.verification
+    if result.proof is Proof.FAILED:
+        return f"FAILED {result.target}: {shown(result.failures[0], 4000)}"
+    if result.proof is Proof.VERIFIED and found is not None:
+        return (f"VERIFIED {result.target}: signed by {shown(str(found.identity))} "
+                f"({shown(str(found.issuer))}), transparency log entry {found.log_index}; every "
+                "file is signed or derived again")
+    if result.proof is Proof.UNSIGNED:
+        return (f"UNSIGNED {result.target}: no signature covers it (no metadata.json.sigstore); "
+                "its checks pass")
+    why = result.unproved[0] if result.unproved else "its provenance is not known"
+    return f"NOT VERIFIED {result.target}: {shown(why, 4000)}"

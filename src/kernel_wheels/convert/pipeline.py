@@ -34,13 +34,14 @@ from ..kernel.variants import Variant
 from ..kernel.versions import RequestKind, VersionRequest, wheel_version
 from ..progress import as_progress
 from ..provenance import Policy, Verification, verify_files
-from ..provenance.verify import BUNDLE, MAX_BUNDLE, SignedDigest, signed_digest
+from ..provenance.variant import BUNDLE, MAX_BUNDLE, SignedDigest, signed_digest
 from ..reading import open_regular, read_regular
 from ..sources import FetchedVariant, KernelSource
 from ..wheel import compression
+from ..wheel.derive import REPO_ID_BY_HAND, REPO_ID_FROM_BUILD, describe, provenance_record
 from ..wheel.plan import TagOptions, check_distribution_name
 from ..wheel.variant_label import NoVariantWheel, variant_wheel
-from .assemble import WheelJob, describe, provenance
+from .assemble import WheelJob
 from .output import OutputFolder
 from .produce import ProducedWheel, produce_wheel
 
@@ -327,12 +328,15 @@ class _Conversion:
             future = self.pool.submit(produce_wheel, job, self.cancel, self.slots, self.progress)
         return future
 
-    def repo_id(self, meta: KernelMetadata) -> str | None:
-        """The Hub repository to record for a folder or git source; a Hub source is its
-        own (its URL is recorded), whatever a metadata.json says."""
+    def repo_id(self, meta: KernelMetadata) -> tuple[str | None, str | None]:
+        """The Hub repository to record for a folder or git source, and where it came
+        from (typed by hand, or the build's metadata.json); a Hub source is its own (its
+        URL is recorded), whatever a metadata.json says."""
         if getattr(self.source, "repo_id", None) is not None:
-            return None
-        return self.options.repo_id or meta.repo_id
+            return None, None
+        if self.options.repo_id is not None:
+            return self.options.repo_id, REPO_ID_BY_HAND
+        return meta.repo_id, REPO_ID_FROM_BUILD if meta.repo_id is not None else None
 
     def _job(self, variant: Variant, fetched: FetchedVariant, meta: KernelMetadata,
              kernel_name: str, version: str) -> WheelJob:
@@ -356,8 +360,9 @@ class _Conversion:
             # A Hub repository's wheels carry its name (serve lists them so): the same
             # file names and bytes from to-wheel and serve; --dist-name overrides both.
             dist_name=self.options.dist_name or getattr(self.source, "distribution", None),
-            described=describe(kernel_name, variant, meta, self.card, self.revision, warn),
-            provenance=provenance(self.revision, variant, layout, meta, self.repo_id(meta)),
+            described=describe(kernel_name, variant, meta, self.card, self.revision.url, warn),
+            provenance=provenance_record(self.revision, variant, layout.kind, layout.module,
+                                         layout.folder, meta, kernel_name, *self.repo_id(meta)),
             files=layout.files,
             module=layout.module,
             epoch=self.epoch,

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 from ..errors import CheckFailedError, OutputError, ProvenanceError
 from ..kernel.arrival import ArrivalCancelled, ArrivalRestarted
 from ..kernel.digest import is_digested
+from ..kernel.layout import is_binary_name
 from ..kernel.variants import Variant
 from ..progress import Progress, as_progress
-from ..provenance.verify import BUNDLE, SignedDigest, digest_mismatch
+from ..provenance.variant import BUNDLE, SignedDigest, digest_mismatch
 from ..wheel.compression import DeflateSlots
 from ..wheel.plan import WheelPlan
 from ..wheel.writer import WrittenMember, write_wheel
@@ -41,7 +42,6 @@ class ProducedWheel:
 
 def _macos_plan(job: WheelJob) -> WheelPlan:
     """The plan tagged with the macOS version the binaries need (``--macos-version auto``)."""
-    from ..checks.facts import is_binary_name
     from ..checks.foreign import macos_needed
     from ..wheel.plan import macos_version_for
 
@@ -51,7 +51,6 @@ def _macos_plan(job: WheelJob) -> WheelPlan:
 
 def _honest_plan(job: WheelJob) -> WheelPlan:
     """The plan tagged with the lowest manylinux policy the binaries meet."""
-    from ..checks.facts import is_binary_name
     from ..checks.manylinux import honest_policy
     from ..elf.reader import ELF_MAGIC, ElfError, read_elf
 
@@ -84,7 +83,6 @@ def _gpu_properties(job: WheelJob, cancel: threading.Event | None) -> WheelJob:
     claim (which ``check`` holds them to)."""
     if job.variant_wheel is None or job.variant.backend != "cuda" or job.variant.noarch:
         return job
-    from ..checks.facts import is_binary_name
     from ..kernel.gpu_archs import GpuCode
     from ..wheel.gpu_record import binaries_code
     from ..wheel.variant_label import VariantWheel, sm_arch_of_code, variant_wheel
@@ -189,9 +187,9 @@ def _produce(job: WheelJob, plan: WheelPlan, cancel: threading.Event | None,
         # Imported here, not at the top: the checks' imports (the stable-ABI symbol
         # tables, packaging's metadata validation) then load while the first wheel is
         # already being compressed on the other cores, not before it starts.
-        from ..checks import check_written_wheel
+        from ..checks import judge_written
 
-        report = check_written_wheel(written, members, plan.filename)
+        report = judge_written(written, members, plan.filename)
     if report is not None and not report.passed:
         temp.unlink(missing_ok=True)
         hint = ""

@@ -151,7 +151,7 @@ def inspect_wheel(path: Path, copy_to: Path | None = None, policy: Policy | None
     that pass opened, not the file a second time). Its provenance is re-verified under
     ``policy`` (default: the kernels library's), so the summary an index shows is one
     that verified."""
-    from ..checks import check_wheel
+    from ..checks import judge_wheel
     from ..provenance import Policy
 
     try:
@@ -159,7 +159,7 @@ def inspect_wheel(path: Path, copy_to: Path | None = None, policy: Policy | None
     except (ValueError, KeyError, zipfile.BadZipFile, OSError) as exc:
         return Inspection(path, None, None, f"unreadable wheel: {exc}")
     with archive:
-        report = check_wheel(path, archive=archive, policy=policy or Policy())
+        report = judge_wheel(path, archive=archive, policy=policy or Policy())
     if not report.passed:
         return Inspection(path, None, None, report.first_failure())
     return Inspection(path, facts, metadata, None, copy_to)

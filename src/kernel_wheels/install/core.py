@@ -46,6 +46,7 @@ from ..errors import (
 )
 from ..index.targets import KernelWheel, Target, parse_kernel_wheel, preference, rejection
 from ..index.wheelfacts import read_facts
+from ..kernel.gpu_target import Gpu
 from ..progress import Progress, as_progress
 from ..provenance import Policy
 from ..redaction import quoted, redact, strip_userinfo
@@ -55,10 +56,9 @@ from ..remote.simple_client import IndexFile, SimpleClient
 from ..remote.transport import DEFAULT_TIMEOUT
 from .decision import Decision
 from .environment import Environment, Installed, TargetProbe, target_python
-from .gpu import Gpu, GpuChoice, judge_gpu, target_gpu
-from .provenance import verify_download
+from .gate import gate, refuse_contradiction
+from .gpu import GpuChoice, judge_gpu, target_gpu
 from .torch_record import torch_changes, torch_record
-from .verify import Owner, refuse_foreign_names, verify_wheel
 
 Place = SimpleClient | LocalLinks | PageLinks
 INSTALLERS = ("pip", "uv")
@@ -588,13 +588,13 @@ def _install_chosen(choices: Sequence[tuple[Choice, dict[str, Place]]], environm
                                 tuple(command)))
     if dry_run:
         return [InstallResult(p.choice, p.command, False, shown_env) for p in planned]
-    owners = [Owner(name, version, frozenset(tops)) for name, version, tops in installed.owners]
     for p in planned:
         say(f"downloading {p.file.filename} from {p.place.show(p.file.url)}")
         download(p.place, p.file, p.wheel, say)
-        verify_wheel(p.wheel, p.file.filename, p.place.display)
-        refuse_foreign_names(p.wheel, p.file.filename, p.choice.project, owners, environment.python)
-        verify_download(p.wheel, policy)
+        # The file is judged, not the index: the one verdict, for this environment and GPU.
+        gpu = p.choice.gpu.gpu if p.choice.gpu else None
+        report = gate(p.wheel, p.file.filename, p.place.display, policy, installed, p.choice.project, gpu)
+        refuse_contradiction(report, p.file.filename, p.place.display, p.file.gpu_code)
     assert environment.torch_version is not None
     torch_before = torch_record(installed, environment.torch_version)
     if torch_before is None:

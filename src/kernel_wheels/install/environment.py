@@ -249,6 +249,10 @@ class Installed:
     owners: tuple[tuple[str, str, tuple[str, ...]], ...]
     #: torch's dist-info folder.
     torch_dist_info: Path | None
+    #: The standard library's top-level modules (``sys.stdlib_module_names``).
+    stdlib: tuple[str, ...] = ()
+    #: The top-level names ``import torch`` looked for (numpy, triton, ... if present).
+    torch_imports: tuple[str, ...] = ()
 
 
 class TargetProbe:
@@ -319,7 +323,9 @@ class TargetProbe:
             installed = Installed(
                 tuple(Path(str(p)) for p in facts["site"]),
                 tuple((str(n), str(v), tuple(map(str, tops))) for n, v, tops in facts["owners"]),
-                Path(str(facts["torch_dist_info"])) if facts["torch_dist_info"] else None)
+                Path(str(facts["torch_dist_info"])) if facts["torch_dist_info"] else None,
+                tuple(map(str, facts.get("stdlib") or ())),
+                tuple(map(str, facts.get("torch_imports") or ())))
         except (ValueError, KeyError, TypeError, RecursionError):
             raise EnvironmentProbeError(f"unexpected answer from the Python at {self.python}") \
                 from None

@@ -49,7 +49,7 @@ from typing import Any
 
 QUESTIONS = ("python", "torch", "gpu", "tags")
 #: The build facts a torch's RECORD decides (not the GPU, not MPS: the machine's).
-BUILD_FACTS = ("torch_runtime_version", "cxx11_abi", "cuda", "hip", "xpu")
+BUILD_FACTS = ("torch_runtime_version", "cxx11_abi", "cuda", "hip", "xpu", "torch_imports")
 
 
 def answer(questions: Collection[str]) -> dict[str, Any]:
@@ -89,7 +89,7 @@ def _installed() -> dict[str, Any]:
             torch_info = str(path)
     paths = sysconfig.get_paths()
     return {"site": sorted({paths["purelib"], paths["platlib"]}), "owners": owners,
-            "torch_dist_info": torch_info}
+            "torch_dist_info": torch_info, "stdlib": sorted(sys.stdlib_module_names)}
 
 
 def _python() -> dict[str, Any]:
@@ -161,11 +161,16 @@ def _torch(gpu: bool) -> dict[str, Any]:
             and not (gpu and (cached["cuda"] or cached["hip"])):
         facts.update(cached, mps=False)
         return facts
+    asked = _AskedNames()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            import torch
-
+            sys.meta_path.insert(0, asked)
+            try:
+                import torch
+            finally:
+                sys.meta_path.remove(asked)
+            facts["torch_imports"] = sorted(asked.names - {"torch"})
             facts["torch_runtime_version"] = torch.__version__
             facts["cxx11_abi"] = bool(torch._C._GLIBCXX_USE_CXX11_ABI)
             facts["cuda"] = torch.version.cuda
@@ -180,6 +185,20 @@ def _torch(gpu: bool) -> dict[str, Any]:
     if cache is not None and facts["torch_error"] is None:
         _remember(cache, {name: facts[name] for name in BUILD_FACTS})
     return facts
+
+
+class _AskedNames:
+    """Hears every top-level name an import looks for and is not imported yet: what
+    ``import torch`` asks for (numpy, triton, ... when present) is a name no kernel may
+    take, or that import would load the kernel instead (install/gate.py)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        if "." not in fullname:
+            self.names.add(fullname)
+        return None
 
 
 def _remember(path: str, build: dict[str, Any]) -> None:

@@ -27,6 +27,9 @@ from ..confine import Problem, Refusal, regular_files
 from ..errors import LfsPointerError, VariantError
 from .arrival import Arrival
 
+#: What a binary of a variant folder is called (an ELF ``.so``, a Mach-O ``.dylib``, a
+#: PE ``.dll``/``.pyd``; ``libfoo.so.1``).
+BINARY_SUFFIXES = (".so", ".dylib", ".dll", ".pyd")
 LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/v1"
 _MAX_POINTER_SIZE = 1024
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -49,6 +52,11 @@ class VariantLayout:
     left_out: tuple[str, ...] = ()
     #: The variant folder's name, as it is carried in the wheel (``<module>/<folder>/``).
     folder: str = ""
+
+
+def is_binary_name(name: str) -> bool:
+    base = name.rsplit("/", 1)[-1]
+    return base.endswith(BINARY_SUFFIXES) or ".so." in base
 
 
 def variant_arcname(relpath: str, module: str, variant: str) -> str | None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from .policy import Policy, Signer, parse_signer
 from .record import VERIFIED_FILE, BuildFacts, Verification
-from .verify import enforce, verify_files, verify_variant_folder
+from .variant import enforce, verify_files, verify_variant_folder
 
 __all__ = ["VERIFIED_FILE", "BuildFacts", "Policy", "Signer", "Verification", "enforce",
            "parse_signer", "verify_files", "verify_variant_folder"]

@@ -20,13 +20,10 @@ import json
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..kernel.gpu_archs import GpuCode, parse_amd_target, parse_code_name, sort_code_names, sort_target_ids
 from ..reading import NestingError, parse_json
-
-if TYPE_CHECKING:  # a checked wheel's record is read without the writer or the ELF reader
-    from .writer import Member
 
 GPU_RECORD = "kernel_wheels_gpu.json"
 _NAME_KINDS = {"cubins": "sm", "ptx": "compute", "code_objects": "gfx"}
@@ -64,12 +61,9 @@ def binaries_code(binaries: Sequence[tuple[str, Path]]) -> list[tuple[str, GpuCo
     return found
 
 
-def gpu_record_member(dist_info: str, binaries: Sequence[tuple[str, Path]]) -> Member:
-    """The record, made once every binary has been written (and so has arrived)."""
-    from .writer import Member
-
-    return Member(f"{dist_info}/{GPU_RECORD}",
-                  derive=lambda _written: record_bytes(binaries_code(binaries)))
+def record_bytes_of(binaries: Sequence[tuple[str, Path]]) -> bytes:
+    """The record of these binaries (read once every one of them is written)."""
+    return record_bytes(binaries_code(binaries))
 
 
 def read_gpu_record(text: str | bytes) -> GpuCode | None:

@@ -4,7 +4,8 @@ requirements of its wheel (``docs/wheel-contract.md``)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 from packaging.tags import Tag
 from packaging.utils import canonicalize_name
@@ -86,6 +87,23 @@ class WheelPlan:
         return f"{self.distribution}-{self.version}.dist-info"
 
 
+def tag_options_of(variant: Variant, tags: Iterable[Tag]) -> TagOptions:
+    """The tag options a wheel's own tags give (what ``check`` plans the wheel with to
+    compare its name): the Python version of a ``cpXY`` tag, the manylinux or macOS
+    version of its platform tag; the defaults where a tag says nothing."""
+    options = TagOptions()
+    if variant.noarch:
+        return options
+    for tag in tags:
+        if (python := re.fullmatch(r"cp3(\d+)", tag.interpreter)) is not None:
+            options = replace(options, python_version=f"3.{python[1]}")
+        if (linux := re.fullmatch(r"manylinux_(\d+)_(\d+)_.+", tag.platform)) is not None:
+            options = replace(options, manylinux_version=f"{linux[1]}.{linux[2]}")
+        if (macos := re.fullmatch(r"macosx_(\d+)_(\d+)_.+", tag.platform)) is not None:
+            options = replace(options, macos_version=f"{macos[1]}.{macos[2]}")
+    return options
+
+
 def platform_tag(variant: Variant, options: TagOptions) -> str:
     """The variant's platform tag; with ``--macos-version auto`` a macOS build gets its
     backend's version here (what kernel-builder builds it for), and the converter tags
@@ -137,6 +155,16 @@ def torch_requirement(variant: Variant) -> str:
     if variant.framework == "torch-stable-abi":
         return f"torch>={variant.framework_version_str}"
     return f"torch=={variant.framework_version_str}.*"
+
+
+def names_package(project: str, module: str) -> bool:
+    """Whether a project may carry the package ``module``: a kernel wheel's project is
+    named after the package it installs (``flash-attn`` for ``flash_attn``), or a prefixed
+    form of it (``acme-flash-attn``, to keep clear of a public project of that name). A
+    project named ``img2gray`` installing ``numpy/`` is not a kernel wheel but a trap."""
+    wanted = canonicalize_name(module)
+    given = canonicalize_name(project)
+    return given == wanted or given.endswith("-" + wanted)
 
 
 def check_distribution_name(name: str) -> str:

@@ -90,6 +90,22 @@ def record_hash(digest: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
+def writing_order(members: Iterable[Member], dist_info: str) -> list[Member]:
+    """The order members are written in (and RECORD lists them): the package's files by
+    name, then the dist-info's, the derived ones (made from those before them) last."""
+    return sorted(members, key=lambda m: (m.arcname.startswith(dist_info + "/"),
+                                          m.derive is not None, m.arcname))
+
+
+def record_text(written: Sequence[WrittenMember], dist_info: str) -> str:
+    """RECORD: every member written, in order, with its sha256 and size, then itself."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerows((m.arcname, record_hash(m.sha256), str(m.size)) for m in written)
+    writer.writerow((f"{dist_info}/RECORD", "", ""))
+    return buffer.getvalue()
+
+
 class Cancelled(Exception):
     """The run was interrupted while this wheel was being written."""
 
@@ -135,8 +151,7 @@ def write_wheel(path: Path, members: Iterable[Member], dist_info: str, epoch: in
     """Write ``members`` (then RECORD) to ``path``; ``dist_info`` members go last.
     ``slots``: how many deflate blocks the run lets compress at once; ``on_bytes`` hears
     of every piece of a member read."""
-    ordered = sorted(members, key=lambda m: (m.arcname.startswith(dist_info + "/"),
-                                             m.derive is not None, m.arcname))
+    ordered = writing_order(members, dist_info)
     written: list[WrittenMember] = []
     derived: list[tuple[str, bytes]] = []
     with path.open("wb") as stream, \
@@ -160,11 +175,7 @@ def write_wheel(path: Path, members: Iterable[Member], dist_info: str, epoch: in
             # The size the zip writer counted: what was read, even if the file changed size.
             written.append(WrittenMember(member.arcname, digest.digest(), zf.entries[-1].size))
         record_name = f"{dist_info}/RECORD"
-        buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerows((m.arcname, record_hash(m.sha256), str(m.size)) for m in written)
-        writer.writerow((record_name, "", ""))
-        record = buffer.getvalue()
+        record = record_text(written, dist_info)
         zf.add(record_name, [record.encode()], mode=0o100644,
                compress=compress, crc32=compression.crc32, large=False)
         zf.close()

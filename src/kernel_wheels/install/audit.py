@@ -1,14 +1,14 @@
-"""The provenance of the kernels installed in a Python, verified where they are
-(``kernel-wheels verify --python PY``): each installed variant folder's bundle over its
-metadata.json and the signed digests against the installed files, the record its wheel
-carried (``<dist-info>/kernel_wheels.verified.json``) against what verifies now."""
+"""The kernels installed in a Python, verified where they are (``kernel-wheels verify
+--python PY``): each installed variant folder's bundle over its metadata.json and the
+signed digests against the installed files, the record its wheel carried
+(``<dist-info>/kernel_wheels.verified.json``) against what verifies now."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
 
-from ..checks.provenance import ProvenanceResult
+from ..checks.proof import ProofResult, proof_of
 from ..errors import ProvenanceError
 from ..provenance import VERIFIED_FILE, Policy, Verification, enforce, verify_variant_folder
 from ..reading import read_json, read_text
@@ -31,7 +31,7 @@ def _record(kernel: InstalledKernel) -> Verification | None:
     return None
 
 
-def verify_installed(python: Path | None, policy: Policy) -> list[ProvenanceResult]:
+def verify_installed(python: Path | None, policy: Policy) -> list[ProofResult]:
     """``kernel-wheels verify --python PY``: each installed kernel's provenance under
     ``policy``, where it is installed (``target``: its distribution)."""
     found = []
@@ -45,25 +45,12 @@ def verify_installed(python: Path | None, policy: Policy) -> list[ProvenanceResu
                 publisher=recorded.publisher if recorded else None,
                 trusted=recorded.trusted_publisher if recorded else None)
         except ProvenanceError as exc:
-            found.append(ProvenanceResult(kernel.distribution, kernel.path, (exc.message,), None))
+            found.append(proof_of(kernel.distribution, kernel.path, (exc.message,), (), None))
             continue
         failures = recorded.differences(now) if recorded else []
         try:
             enforce(now, policy)
         except ProvenanceError as exc:
             failures.append(exc.message)
-        found.append(ProvenanceResult(kernel.distribution, kernel.path, tuple(failures), now))
+        found.append(proof_of(kernel.distribution, kernel.path, failures, (), now))
     return found
-
-
-def verify_download(wheel: Path, policy: Policy) -> Verification | None:
-    """A downloaded wheel's provenance, before anything installs it: refused (one line
-    naming the wheel, the kernel, the variant and the reason) unless it verifies."""
-    from ..checks.provenance import verify_wheel
-    from ..checks.report import Status
-
-    findings, now = verify_wheel(wheel, policy)
-    failures = [f for f in findings if f.status is Status.FAIL]
-    if failures:
-        raise ProvenanceError(f"{wheel.name} was not installed: {failures[0].message}")
-    return now

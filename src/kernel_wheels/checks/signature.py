@@ -1,4 +1,4 @@
-"""A wheel's provenance re-verified offline (``check``, ``verify``): each variant
+"""A wheel's provenance re-verified offline (the verdict's signature rule): each variant
 folder's Sigstore bundle over its metadata.json, the signed digests against the files
 packed, the record kernel-wheels wrote (``<dist-info>/kernel_wheels.verified.json``)
 against what verifies now, and the policy's requirements (docs/provenance.md).
@@ -8,23 +8,19 @@ signed: it is what the Hub answered when the wheel was made, taken as recorded."
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any
+from dataclasses import replace
 
 from ..errors import ProvenanceError
 from ..kernel.digest import is_digested
 from ..provenance import Policy, Verification, enforce, verify_files
 from ..provenance.record import VERIFIED_FILE
-from ..provenance.verify import BUNDLE
+from ..provenance.variant import BUNDLE
 from .digests import member_digests
-from .facts import UNREADABLE, WheelContents, read_wheel_contents
+from .facts import UNREADABLE, WheelContents
 from .report import Finding, Status
 
 
-def check_provenance(facts: WheelContents, policy: Policy) -> tuple[list[Finding], Verification | None]:
+def check_signature(facts: WheelContents, policy: Policy) -> tuple[list[Finding], Verification | None]:
     """Findings, and the verification as it stands now (None if the wheel carries no
     variant folder kernel-wheels knows)."""
     provenance = facts.provenance or {}
@@ -74,47 +70,3 @@ def check_provenance(facts: WheelContents, policy: Policy) -> tuple[list[Finding
         else:
             findings.append(Finding("provenance", Status.NOT_VERIFIED, now.one_line()))
     return findings, now
-
-
-def verify_wheel(path: Path, policy: Policy) -> tuple[list[Finding], Verification | None]:
-    """One wheel's provenance alone (``kernel-wheels verify``): its files read once."""
-    with tempfile.TemporaryDirectory(prefix="kernel-wheels-verify-") as scratch:
-        try:
-            facts = read_wheel_contents(path, path.name, lambda: Path(scratch))
-        except UNREADABLE as exc:
-            return [Finding("wheel", Status.FAIL, f"unreadable wheel: {exc}")], None
-    record_failures = [f for f in facts.findings if f.status is Status.FAIL]
-    findings, now = check_provenance(facts, policy)
-    return record_failures + findings, now
-
-
-@dataclass(frozen=True)
-class ProvenanceResult:
-    """What ``verify`` reports of one wheel, or of one kernel installed in a Python."""
-
-    #: The wheel's file name, or the installed distribution's name.
-    target: str
-    path: Path
-    #: Why it does not pass (empty: it passes).
-    failures: tuple[str, ...]
-    #: What verifies now (None when nothing could be verified).
-    verification: Verification | None
-
-    @property
-    def passed(self) -> bool:
-        return not self.failures
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "path": str(self.path), "passed": self.passed,
-                "failures": list(self.failures),
-                "provenance": self.verification.to_dict() if self.verification else None}
-
-
-def verify_wheels(paths: Iterable[Path], policy: Policy) -> list[ProvenanceResult]:
-    """``kernel-wheels verify WHEEL...``: each wheel's provenance under ``policy``, offline."""
-    results = []
-    for wheel in paths:
-        findings, now = verify_wheel(wheel, policy)
-        failures = tuple(f.message for f in findings if f.status is Status.FAIL)
-        results.append(ProvenanceResult(wheel.name, wheel, failures, now))
-    return results
