@@ -453,6 +453,74 @@ def test_install_refuses_with_one_line_naming_the_gpu(build_wheels: dict[str, Pa
     one_line_error(bad, "--gpu-arch 'sm_90' is not a compute capability such as 8.0, 8.6 or 9.0", status=2)
 
 
+@pytest.fixture(scope="module")
+def cuda_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv that sees the CUDA torch venv's packages (torch 2.14.1 / CUDA 13.0,
+    5.5 GB, installed once in .venv-cuda) through a .pth file: install writes into this
+    venv only, and the probe finds the real CUDA torch."""
+    from support.helpers import make_venv
+
+    path = tmp_path_factory.mktemp("cuda-venv") / "venv"
+    python = make_venv(path)
+    site = subprocess.run([str(cuda_python()), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    (next((path / "lib").glob("python3.*")) / "site-packages" / "kw-cuda-torch.pth").write_text(site + "\n")
+    return python
+
+
+def _json_page(index: Any, wheel: Path, gpu_code: dict[str, list[str]]) -> str:
+    """``wheel`` on a PEP 691 JSON page that lists ``gpu_code`` as what it holds."""
+    import hashlib
+
+    from support.hostile_index import file_route, json_page
+
+    data = wheel.read_bytes()
+    index.routes["/files/" + wheel.name] = file_route(data)
+    index.routes["/simple/gpucode/"] = json_page({
+        "meta": {"api-version": "1.1"}, "name": "gpucode",
+        "files": [{"filename": wheel.name, "url": "/files/" + wheel.name,
+                   "hashes": {"sha256": hashlib.sha256(data).hexdigest()},
+                   "kernel-wheels-gpu-code": gpu_code}]})
+    return index.url("/simple/")
+
+
+def test_install_judges_the_file_not_the_index(build_wheels: dict[str, Path], cuda_venv: Path) -> None:
+    """Issue #37, 4: an index whose JSON page says a wheel holds sm_90 while its binary
+    holds sm_80. The index is a hint for choosing; the downloaded file is judged, and the
+    index that described it otherwise is named. Nothing is installed."""
+    from support.hostile_index import HostileIndex
+
+    (wheel,) = build_wheels["sm80"].glob("*.whl")
+    with HostileIndex() as index:
+        url = _json_page(index, wheel, {"cubins": ["sm_90"], "ptx": []})
+        proc = run_cli("install", "gpucode", "--index-url", url, "--python", cuda_venv, "--gpu-arch", "9.0",
+                       check=False)
+    one_line_error(proc, f"lists {wheel.name} as holding sm_90, but the file it served holds sm_80: the "
+                         "index does not describe what it serves; nothing was installed", status=1)
+    assert "installed" not in proc.stderr.replace("nothing was installed", "")
+    listed = subprocess.run([str(cuda_venv), "-m", "pip", "list"], capture_output=True, text=True).stdout
+    assert "gpucode" not in listed
+
+
+def test_install_from_an_html_index_judges_the_gpu_by_the_file(build_wheels: dict[str, Path],
+                                                               cuda_venv: Path, tmp_path: Path) -> None:
+    """Issue #37, 4: an HTML-only index (our static site under `python -m http.server`, the
+    README's way) says nothing of device code; the downloaded wheel's own record, which
+    check proves, says an sm_90 build cannot run on an 8.0 GPU: refused, not installed
+    with a "not checked" note."""
+    from support.servers_index import static_server
+
+    (wheel,) = build_wheels["sm90-ptx"].glob("*.whl")
+    run_cli("index", wheel, "-o", tmp_path / "site")
+    with static_server(tmp_path / "site") as base:
+        proc = run_cli("install", "gpucode", "--index-url", f"{base}simple/", "--python", cuda_venv,
+                       "--gpu-arch", "8.0", check=False)
+    one_line_error(proc, f"{wheel.name} from ", "[fit] it holds sm_90, compute_90: no code for the GPU, "
+                   "compute capability 8.0", "nothing was installed", status=1)
+    listed = subprocess.run([str(cuda_venv), "-m", "pip", "list"], capture_output=True, text=True).stdout
+    assert "gpucode" not in listed
+
+
 def test_install_dry_run_json_shows_the_decision(build_wheels: dict[str, Path]) -> None:
     proc = run_cli("install", "gpucode", "--no-index", "-f", build_wheels["sm80-ptx"], "--python",
                    cuda_python(), "--gpu-arch", "9.0", "--dry-run", "--json")

@@ -18,6 +18,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..cache import read_publisher_trust, write_publisher_trust
@@ -39,7 +40,7 @@ from ..reading import open_regular, read_regular
 from ..sources import FetchedVariant, KernelSource
 from ..wheel import compression
 from ..wheel.derive import REPO_ID_BY_HAND, REPO_ID_FROM_BUILD, describe, provenance_record
-from ..wheel.plan import TagOptions, check_distribution_name
+from ..wheel.plan import TagOptions, check_distribution_name, names_package
 from ..wheel.variant_label import NoVariantWheel, variant_wheel
 from .assemble import WheelJob
 from .output import OutputFolder
@@ -338,6 +339,25 @@ class _Conversion:
             return self.options.repo_id, REPO_ID_BY_HAND
         return meta.repo_id, REPO_ID_FROM_BUILD if meta.repo_id is not None else None
 
+    def dist_name(self, module: str, warn: Callable[[str], None]) -> str | None:
+        """The project name: a Hub repository's wheels carry its name (serve lists them
+        so: the same file names and bytes from to-wheel and serve), ``--dist-name``
+        overrides both; either must name the package (or be a prefixed form of it), as
+        ``check`` holds every kernel wheel to (checks/names.py)."""
+        given = self.options.dist_name
+        if given is not None:
+            if not names_package(given, module):
+                raise UsageError(f"--dist-name {given}: a kernel wheel's project is named after "
+                                 f"the package it installs, {module} ({canonicalize_name(module)}, "
+                                 f"or a prefixed form such as acme-{canonicalize_name(module)})")
+            return given
+        repository = getattr(self.source, "distribution", None)
+        if repository is not None and not names_package(repository, module):
+            warn(f"the repository's name {repository} does not name the kernel's package "
+                 f"{module}: its wheels are named {canonicalize_name(module)} instead")
+            return None
+        return repository
+
     def _job(self, variant: Variant, fetched: FetchedVariant, meta: KernelMetadata,
              kernel_name: str, version: str) -> WheelJob:
         module = module_name(kernel_name, f"{self.source.display} (build/{variant.name})")
@@ -357,9 +377,7 @@ class _Conversion:
             kernel_name=kernel_name,
             version=version,
             tags=self.options.tags,
-            # A Hub repository's wheels carry its name (serve lists them so): the same
-            # file names and bytes from to-wheel and serve; --dist-name overrides both.
-            dist_name=self.options.dist_name or getattr(self.source, "distribution", None),
+            dist_name=self.dist_name(module, warn),
             described=describe(kernel_name, variant, meta, self.card, self.revision.url, warn),
             provenance=provenance_record(self.revision, variant, layout.kind, layout.module,
                                          layout.folder, meta, kernel_name, *self.repo_id(meta)),

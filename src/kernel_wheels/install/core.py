@@ -56,7 +56,7 @@ from ..remote.simple_client import IndexFile, SimpleClient
 from ..remote.transport import DEFAULT_TIMEOUT
 from .decision import Decision
 from .environment import Environment, Installed, TargetProbe, target_python
-from .gate import gate, refuse_contradiction
+from .gate import gate
 from .gpu import GpuChoice, judge_gpu, target_gpu
 from .torch_record import torch_changes, torch_record
 
@@ -593,8 +593,8 @@ def _install_chosen(choices: Sequence[tuple[Choice, dict[str, Place]]], environm
         download(p.place, p.file, p.wheel, say)
         # The file is judged, not the index: the one verdict, for this environment and GPU.
         gpu = p.choice.gpu.gpu if p.choice.gpu else None
-        report = gate(p.wheel, p.file.filename, p.place.display, policy, installed, p.choice.project, gpu)
-        refuse_contradiction(report, p.file.filename, p.place.display, p.file.gpu_code)
+        gate(p.wheel, p.file.filename, p.place.display, policy, installed, p.choice.project, gpu,
+             p.file.gpu_code)
     assert environment.torch_version is not None
     torch_before = torch_record(installed, environment.torch_version)
     if torch_before is None:

@@ -245,8 +245,8 @@ class Installed:
 
     #: site-packages (purelib, platlib): where installers write distributions.
     site: tuple[Path, ...]
-    #: (name, version, top-level names) of every distribution.
-    owners: tuple[tuple[str, str, tuple[str, ...]], ...]
+    #: (name, version, top-level names, whether it is a kernel wheel) of every distribution.
+    owners: tuple[tuple[str, str, tuple[str, ...], bool], ...]
     #: torch's dist-info folder.
     torch_dist_info: Path | None
     #: The standard library's top-level modules (``sys.stdlib_module_names``).
@@ -322,7 +322,8 @@ class TargetProbe:
             facts = parse_json(lines[-1])
             installed = Installed(
                 tuple(Path(str(p)) for p in facts["site"]),
-                tuple((str(n), str(v), tuple(map(str, tops))) for n, v, tops in facts["owners"]),
+                tuple((str(n), str(v), tuple(map(str, tops)), kernel is True)
+                      for n, v, tops, kernel in facts["owners"]),
                 Path(str(facts["torch_dist_info"])) if facts["torch_dist_info"] else None,
                 tuple(map(str, facts.get("stdlib") or ())),
                 tuple(map(str, facts.get("torch_imports") or ())))

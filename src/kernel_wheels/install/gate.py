@@ -30,8 +30,6 @@ from ..kernel.gpu_target import Gpu
 from ..provenance import Policy
 from .environment import Installed
 
-#: Distributions a kernel never replaces, whatever it is called: install never changes torch.
-NEVER_REPLACED = frozenset({"torch", "apache-tvm-ffi"})
 #: How the gate says who takes a name (the verdict's "fit" line ends with it).
 STANDARD_LIBRARY = "the standard library"
 TORCH_IMPORTS = "torch, whose import looks for it (recorded in the target Python)"
@@ -39,12 +37,13 @@ TORCH_IMPORTS = "torch, whose import looks for it (recorded in the target Python
 
 def taken_names(installed: Installed, project: str) -> tuple[tuple[str, str], ...]:
     """Every top-level name the target already takes, and who takes it: the standard
-    library, the other distributions installed there (an earlier release of ``project``
-    is replaced, not a rival), and the names ``import torch`` looks for."""
+    library, the other distributions installed there (an earlier kernel wheel of
+    ``project`` is replaced, not a rival; a distribution of that name that is no kernel
+    wheel, such as pip or torch itself, is one), and the names ``import torch`` looks for."""
     taken: dict[str, str] = {}
-    for name, version, tops in installed.owners:
-        if canonicalize_name(name) == project and project not in NEVER_REPLACED:
-            continue
+    for name, version, tops, kernel in installed.owners:
+        if kernel and canonicalize_name(name) == project:
+            continue  # an earlier release of this kernel: replaced, as an upgrade does
         for top in tops:
             taken.setdefault(top.removesuffix(".py"), f"{name} {version}, installed there")
     for top in installed.torch_imports:
@@ -55,11 +54,14 @@ def taken_names(installed: Installed, project: str) -> tuple[tuple[str, str], ..
 
 
 def gate(wheel: Path, filename: str, origin: str, policy: Policy, installed: Installed,
-         project: str, gpu: Gpu | None) -> CheckReport:
+         project: str, gpu: Gpu | None, listed: GpuCode | None) -> CheckReport:
     """The verdict on the downloaded file under the name the index listed; refused (one
-    line naming the file, where it came from and why) unless it passes."""
+    line naming the file, where it came from and why) unless it passes. ``listed``: the
+    device code the index said the file holds (None: it said nothing); an index that said
+    otherwise is named first, whatever else the file fails."""
     report = judge_wheel(wheel, filename=filename, policy=policy,
                          target=Target(gpu, taken_names(installed, project)))
+    refuse_contradiction(report, filename, origin, listed)
     if not report.passed:
         raise DistributionError(f"{filename} from {origin} fails kernel-wheels check, so no "
                                 f"installer saw it: {report.first_failure()}; nothing was "

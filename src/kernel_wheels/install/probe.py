@@ -82,8 +82,12 @@ def _installed() -> dict[str, Any]:
             name = dist.metadata["Name"] or ""
         except Exception:
             continue
+        try:  # a kernel wheel's dist-info holds its provenance record
+            kernel = dist.read_text("kernel_wheels.json") is not None
+        except Exception:
+            kernel = False
         owners.append([str(name), str(dist.version),
-                       sorted({f.parts[0] for f in files if f.parts and f.parts[0] != ".."})])
+                       sorted({f.parts[0] for f in files if f.parts and f.parts[0] != ".."}), kernel])
         path = getattr(dist, "_path", None)
         if torch_info is None and name.lower() == "torch" and path is not None:
             torch_info = str(path)
