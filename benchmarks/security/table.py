@@ -9,7 +9,7 @@ run said. Reproduce:
         tests/test_index_recovery.py tests/test_elf_hostile.py tests/test_kernels_ecosystem.py \
         tests/test_build_hostile.py tests/test_mirror_hostile.py tests/test_install_hostile.py \
         tests/test_remote_hostile.py tests/test_hostile_inputs.py tests/test_provenance.py \
-        --junitxml=security.xml
+        tests/test_verdict.py --junitxml=security.xml
     python -m benchmarks.security.table security.xml docs/security.md
 """
 
@@ -60,6 +60,8 @@ ATTACKERS: list[tuple[str, tuple[str, ...], str]] = [
     ("test_hostile_inputs.py", ("canary", "guard", "compiler"), "suite guards (secrets, writes outside)"),
     ("test_hostile_inputs.py", (), "any outside data (property-based harness)"),
     ("test_provenance.py", (), "unsigned, tampered or foreign-signed kernel"),
+    ("test_verdict.py", ("name",), "wheel taking another package's name"),
+    ("test_verdict.py", (), "forger of a signed kernel's wheel (index, mirror, a copy)"),
 ]
 
 
