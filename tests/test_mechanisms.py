@@ -60,6 +60,8 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "runs in the target Python: its JSON answer, read back through reading.parse_json",
     ("install/probe.py", "_cache_file", ".read_text"):
         "runs in the target Python (standard library only): torch's RECORD there, hashed as a cache key",
+    ("install/probe.py", "_installed", ".read_text"): "runs in the target Python: whether a distribution's "
+                                                       "dist-info holds kernel_wheels.json (only its presence)",
     ("install/probe.py", "_torch", "open"): "runs in the target Python: its own build-facts cache file",
     ("install/probe.py", "_torch", "json.load"): "runs in the target Python: its own cache file, any "
         "error or odd shape read as no cache",
@@ -76,7 +78,7 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("building/toolchain.py", "_version_module_at", ".read_text"):
         "torch's version.py in the Python the user builds with (the trusted toolchain)",
     # --- files the one folder walk found (confine.regular_files: regular, inside the root)
-    ("wheel/writer.py", "Member.read_bytes", ".read_bytes"): "a variant folder's file, found by the one walk",
+    ("wheel/members.py", "Member.read_bytes", ".read_bytes"): "a variant folder's file, found by the one walk",
     ("wheel/writer.py", "_hashed", ".open"): "a variant folder's file, found by the one walk",
     ("convert/produce.py", "_honest_plan", ".open"): "a variant folder's file, found by the one walk",
     ("kernel/digest.py", "file_sha256", ".open"): "a variant folder's file, found by the one walk",

@@ -2,8 +2,9 @@
 
 A tiny kernel (20 variants, each a real ~16 KB abi3 extension) is converted through the
 Python API with ``check=False`` (speed: the wheels are the same as checked ones) under
-many distribution names and versions: projects x versions x 20 variants. One wheel of
-each set is checked, so that an index that refuses failing wheels accepts them all.
+many distribution names (prefixed forms of the kernel's own, as the names rule asks) and
+versions: projects x versions x 20 variants. One wheel of each set is checked, so that an
+index that refuses failing wheels accepts them all.
 """
 
 from __future__ import annotations
@@ -61,10 +62,10 @@ def generate(count: int) -> tuple[Path, Path]:
     kernel = _tiny_kernel()
     for project in range(projects):
         for minor in range(versions):
-            written = _convert(kernel, wheels, f"kwbench-index-{project:03d}", f"1.{minor}.0")
+            written = _convert(kernel, wheels, f"kwbench{project:03d}-index-kernel", f"1.{minor}.0")
             if project == minor == 0:
                 _assert_valid(written[0])
-    newer = _convert(kernel, base / "extra-all", "kwbench-index-000", "2.0.0")
+    newer = _convert(kernel, base / "extra-all", "kwbench000-index-kernel", "2.0.0")
     extra.mkdir(parents=True)
     shutil.move(str(newer[0]), extra / newer[0].name)
     _assert_valid(extra / newer[0].name)

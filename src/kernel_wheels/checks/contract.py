@@ -43,10 +43,10 @@ from ..provenance.record import VERIFIED_FILE, Verification
 from ..reading import parse_json
 from ..wheel.derive import Conversion, derived_members, describe, has_gpu_record, provenance_record
 from ..wheel.gpu_record import record_bytes
+from ..wheel.members import Member, WrittenMember, record_text, writing_order
 from ..wheel.metadata import GENERATOR, PROVENANCE_FILE
 from ..wheel.plan import WheelPlan, plan_wheel, tag_options_of
 from ..wheel.variant_label import VariantWheel, sm_arch_of_code, split_variant_label, variant_wheel
-from ..wheel.writer import Member, WrittenMember, record_text, writing_order
 from .contents import parse_filename
 from .facts import WheelContents
 from .report import Finding, Status

@@ -26,6 +26,7 @@ from ..kernel.variants import Variant
 from ..provenance.record import VERIFIED_FILE, Verification
 from .guard import guard_member
 from .loader import loader_member
+from .members import Member
 from .metadata import (
     PROVENANCE_FILE,
     DescribedKernel,
@@ -39,7 +40,6 @@ from .metadata import (
 from .plan import WheelPlan
 from .sbom import SbomFacts, sbom_member
 from .variant_label import VARIANT_JSON, VariantWheel, variant_json_text
-from .writer import Member
 
 #: How a wheel is laid out inside (the provenance record says it; ``check`` reads both):
 #: 1, kernel-wheels 0.1: the package moved to ``<module>/``, one guard line in its

@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..kernel.variants import Variant
+from .members import Member
 from .plan import WheelPlan
-from .writer import Member
 
 GUARD_MODULE = "_kernel_wheels_guard"
 _GUARDED_BACKENDS = ("cuda", "rocm", "xpu", "cpu")

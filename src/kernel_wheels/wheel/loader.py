@@ -17,7 +17,7 @@ The same folder is what ``kernels.get_local_kernel`` and ``LOCAL_KERNELS`` take
 from __future__ import annotations
 
 from .guard import GUARD_MODULE
-from .writer import Member
+from .members import Member
 
 LOADER_NAME = "__init__.py"
 

@@ -25,7 +25,7 @@ from packaging.utils import canonicalize_name
 from .. import __version__
 
 if TYPE_CHECKING:  # check reads an SBOM without the writer
-    from .writer import Member, WrittenMember
+    from .members import Member, WrittenMember
 
 SBOM_NAME = "kernel-wheels.cdx.json"
 SBOM_FOLDER = "sboms"
@@ -62,7 +62,7 @@ def sbom_arcname(dist_info: str) -> str:
 
 def sbom_member(dist_info: str, facts: SbomFacts) -> Member:
     """The SBOM as a member made from the members written before it."""
-    from .writer import Member
+    from .members import Member
 
     return Member(sbom_arcname(dist_info),
                   derive=lambda written: sbom_bytes(facts, written))
