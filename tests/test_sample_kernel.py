@@ -14,7 +14,7 @@ from types import ModuleType
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from kernel_wheels.checks import read_elf
+from kernel_wheels.elf.reader import read_elf
 from support.helpers import SAMPLE, reference_gray
 
 torch = pytest.importorskip("torch")  # the test venv always has torch 2.13.0
