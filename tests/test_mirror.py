@@ -522,6 +522,37 @@ def test_two_runs_at_once_give_the_bytes_of_one(env: dict[str, str], s3: S3Serve
     assert s3.snapshot(shared, "k") == s3.snapshot(reference, "k")
 
 
+def test_a_folder_write_survives_another_runs_clean_up_of_the_temporary_folder(tmp_path: Path) -> None:
+    """Shards into one folder (a Slurm array's tasks): each run removes the folder of
+    temporary files when it finds it empty, before and after its finish, while another run
+    writes under the lease. The interleaving driven: the other run's clean-up comes just
+    after this run named its temporary file, before it wrote it. The write landed; it used
+    to fail the task with "No such file or directory: .../.kernel-wheels/tmp/PID-...", the
+    folder gone."""
+    from kernel_wheels.mirror.store import TEMP_DIR, FolderDestination
+
+    site = tmp_path / "site"
+    other = FolderDestination(site)
+
+    class CleanedMeanwhile(FolderDestination):
+        def _temp(self) -> Path:
+            path = super()._temp()
+            other.clean_temp()  # another shard's clean-up, between naming and writing
+            return path
+
+    store = CleanedMeanwhile(site)
+    source = tmp_path / "k-1.0-py3-none-any.whl"
+    source.write_bytes(b"wheel")
+    assert store.put(".kernel-wheels/mirror/pages.json", b"{}")
+    assert store.put("simple/k/index.html", b"<html>", if_absent=True)
+    store.put_file("files/k-1.0-py3-none-any.whl", source)
+    assert sorted(store.keys("")) == [".kernel-wheels/mirror/pages.json", "files/k-1.0-py3-none-any.whl",
+                                      "simple/k/index.html"]
+    assert (site / "files" / "k-1.0-py3-none-any.whl").read_bytes() == b"wheel"
+    other.clean_temp()
+    assert not (site / TEMP_DIR).exists()  # nothing of the temporary files left behind
+
+
 def test_mirror_org_against_a_server_without_listings_says_so(tmp_path: Path) -> None:
     with HostileIndex() as hub:
         # A Hub mirror that answers every path with its HTML front page.

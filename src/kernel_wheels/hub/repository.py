@@ -9,7 +9,6 @@ that type, a ``model``: unless told which, the first whose refs the Hub lists.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -82,7 +81,7 @@ class HubRepository:
                                         f"{self.repo_id}: ref {name} in the HF cache")
                         for p in refs_dir.rglob("*") if p.is_file()
                         and not (name := p.relative_to(refs_dir).as_posix()).startswith(".")}
-                tags = {k: v for k, v in refs.items() if re.fullmatch(r"v\d+(\.\d+)+", k)}
+                tags = {k: v for k, v in refs.items() if tag_version(k) is not None}
                 return tags, {k: v for k, v in refs.items() if k not in tags}
         raise SourceError(f"HF_HUB_OFFLINE=1 and {self.repo_id} is not in the cache "
                           f"({constants.HF_HUB_CACHE}); convert it once online first")

@@ -33,6 +33,8 @@ from ..redaction import one_line
 
 #: Temporary files of a folder destination (removed again; never listed).
 TEMP_DIR = ".kernel-wheels/tmp"
+#: How often a temporary file is made again when another run removed its folder meanwhile.
+_TEMP_TRIES = 100
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 #: The largest object a mirror reads (records, pages, the lease): far above what
 #: 100,000 wheels give, far below what would exhaust a machine's memory.
@@ -103,12 +105,24 @@ class FolderDestination:
         return path
 
     def _temp(self) -> Path:
+        """A temporary file of this process, there (empty) when it is named: another run's
+        :meth:`clean_temp` removes the folder when it finds it empty, so a folder made for
+        a file not yet written could be gone before the write. Made again when it went
+        between the two (a shard's finish beside another's clean-up)."""
         with self._lock:
             self._counter += 1
             count = self._counter
         folder = self.root / TEMP_DIR
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder / f"{os.getpid()}-{threading.get_ident()}-{count}"
+        path = folder / f"{os.getpid()}-{threading.get_ident()}-{count}"
+        for attempt in range(1, _TEMP_TRIES + 1):
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+                return path
+            except FileNotFoundError:  # emptied and removed by another run just now
+                if attempt == _TEMP_TRIES:
+                    raise
+        raise AssertionError("unreachable")
 
     def get(self, key: str) -> bytes | None:
         path = self._path(key)
@@ -149,10 +163,11 @@ class FolderDestination:
     def put_file(self, key: str, path: Path) -> None:
         final = self._path(key)
         final.parent.mkdir(parents=True, exist_ok=True)
-        temp = self._temp()
-        with path.open("rb") as source, temp.open("wb") as out:
-            while chunk := source.read(1 << 20):
-                out.write(chunk)
+        with path.open("rb") as source:
+            temp = self._temp()
+            with temp.open("wb") as out:
+                while chunk := source.read(1 << 20):
+                    out.write(chunk)
         temp.chmod(0o644)
         os.replace(temp, final)
 
