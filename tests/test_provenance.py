@@ -133,6 +133,20 @@ def test_signed_folder_verifies_and_records_the_signer(cpu_build: Path, tmp_path
                                      builder_commit="a" * 40, dirty=False)
 
 
+def test_a_link_out_of_the_folder_is_refused_not_followed(cpu_build: Path, tmp_path: Path) -> None:
+    """A variant folder (an installed kernel's, say) whose _ops.py is a link to a file
+    outside it with the same bytes: the one folder walk refuses it, naming it, instead of
+    hashing what lies outside (#36's one walk, used by the digest too)."""
+    variant = signed_variant(cpu_build, tmp_path)
+    outside = tmp_path / "elsewhere.py"
+    outside.write_bytes((variant / "_ops.py").read_bytes())
+    (variant / "_ops.py").unlink()
+    (variant / "_ops.py").symlink_to(outside)
+    with pytest.raises(ProvenanceError, match=r"_ops\.py is a symbolic link that leads outside the variant "
+                                              "folder; refusing to verify it"):
+        verify_variant_folder(variant, "drbh/img2gray", folder_policy(tmp_path))
+
+
 def test_build_facts_read_as_kernels_reads_them(tmp_path: Path) -> None:
     """metadata.json's provenance as the kernels library's own parser reads it."""
     from kernels._rust import Metadata

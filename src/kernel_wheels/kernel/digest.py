@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 
 from .. import data
+from ..confine import Refusal, regular_files
+from ..errors import VariantError
 
 NOT_DIGESTED = frozenset({"metadata.json", "metadata.json.sigstore"})
 _CHUNK = 1 << 20
@@ -58,11 +60,17 @@ def file_chunks(path: Path) -> Iterable[bytes]:
             yield chunk
 
 
-def digest_folder(variant_dir: Path, algorithm: str = "sha256") -> dict[str, str]:
-    """``{relpath: base64 hash}`` over a variant folder, as metadata.json records it."""
-    files = {}
-    for path in sorted(variant_dir.rglob("*")):
-        relpath = path.relative_to(variant_dir).as_posix()
-        if path.is_file() and is_digested(relpath):
-            files[relpath] = b64_digest(file_chunks(path), algorithm)
-    return files
+def digest_folder(variant_dir: Path, algorithm: str = "sha256",
+                  refuse: Callable[[Refusal], Exception] | None = None) -> dict[str, str]:
+    """``{relpath: base64 hash}`` over a variant folder, as metadata.json records it,
+    through the one walk of a folder from outside (``confine.regular_files``): links only
+    inside the folder, no FIFO, socket or device (``refuse`` makes the error; a
+    VariantError naming the entry by default)."""
+    def refused(refusal: Refusal) -> Exception:
+        if refuse is not None:
+            return refuse(refusal)
+        return VariantError(refusal.message(f"{variant_dir.name}/{refusal.relpath}", "the variant folder",
+                                            "hash it"))
+
+    return {relpath: b64_digest(file_chunks(path), algorithm)
+            for path, relpath in regular_files(variant_dir, variant_dir, refused) if is_digested(relpath)}

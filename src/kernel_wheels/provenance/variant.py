@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from ..confine import shown
+from ..confine import Refusal, shown
 from ..errors import MetadataError, ProvenanceError
 from ..kernel.digest import algorithms, digest_folder
 from ..reading import parse_json, read_regular
@@ -145,7 +145,11 @@ def verify_variant_folder(folder: Path, kernel: str, policy: Policy, *, variant:
     variant = variant or folder.name
     metadata = _read(folder / "metadata.json", kernel, variant)
     bundle = _read(folder / BUNDLE, kernel, variant)
-    files = partial(digest_folder, folder) if bundle is not None else None
+    def refused(refusal: Refusal) -> ProvenanceError:
+        return _refuse(kernel, variant, refusal.message(refusal.relpath or folder.name, "the variant folder",
+                                                        "verify it"))
+
+    files = partial(digest_folder, folder, refuse=refused) if bundle is not None else None
     return verify_files(kernel, variant, metadata, bundle, policy, files, publisher, trusted)
 
 
