@@ -15,6 +15,7 @@ import importlib.util
 import json
 import marshal
 import shutil
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from kernel_wheels import __version__
 from support.forgery import forge
 from support.helpers import make_venv, one_line_error, run_cli, torch_wheel
 from support.hostile_index import HostileIndex
+from support.servers_index import pip_env
 
 VARIANT = "torch213-cxx11-cpu-x86_64-linux"
 LOADER = "img2gray/__init__.py"
@@ -202,7 +204,8 @@ def test_install_refuses_a_name_the_target_already_takes(cpu_build: Path, venv: 
 # --- a wheel made by another release is said so --------------------------------------------------
 
 
-def test_a_wheel_of_another_release_is_not_verified_and_said_so(signed: tuple[Path, Path],
+def test_a_wheel_of_another_release_is_not_verified_and_said_so(signed: tuple[Path, Path], venv: Path,
+                                                                index: HostileIndex,
                                                                 tmp_path: Path) -> None:
     wheel, root = signed
     with zipfile.ZipFile(wheel) as archive:
@@ -223,6 +226,16 @@ def test_a_wheel_of_another_release_is_not_verified_and_said_so(signed: tuple[Pa
     strict, strict_lines = _check(older, *_policy(root))
     assert strict == 1 and any(line.startswith(f"  fail: {said}") and line.endswith(
         "the policy requires every file signed or re-derived") for line in strict_lines), strict_lines
+    before = environment_state(venv)
+    refused = install(venv, serve(index, older), "img2gray", *_policy(root))
+    one_line_error(refused, "the policy requires every file signed or re-derived", status=1)
+    assert environment_state(venv) == before
+    # Under the default policy it installs, and install says what it did not prove.
+    proc = install(venv, serve(index, older), "img2gray", "--trusted-root", root)
+    assert proc.returncode == 0, proc.stderr
+    assert f"note: {older.name}: made by kernel-wheels 0.0.1, not by this release" in proc.stderr
+    subprocess.run([str(venv), "-m", "pip", "uninstall", "-y", "-q", "img2gray"], check=True,
+                   capture_output=True, env=pip_env())
 
 
 # --- 5. verify's words -------------------------------------------------------------------------------

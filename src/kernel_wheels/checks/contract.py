@@ -90,6 +90,9 @@ def check_contract(facts: WheelContents, gpu_binaries: tuple[tuple[str, Any], ..
     except NotDerivable as exc:
         return findings + [Finding(CHECK, Status.FAIL, f"the wheel's own files cannot be derived "
                                                        f"again: {exc}")]
+    except KernelWheelsError as exc:  # a recorded value no derived file can hold
+        return findings + [Finding(CHECK, Status.FAIL, f"the wheel's own files cannot be derived "
+                                                       f"again: {exc.message}")]
     if derived.plan.filename != facts.filename:
         findings.append(Finding(CHECK, Status.FAIL, f"the file name is not the one kernel-wheels "
                                                     f"gives this build ({shown(derived.plan.filename)})"))

@@ -593,8 +593,11 @@ def _install_chosen(choices: Sequence[tuple[Choice, dict[str, Place]]], environm
         download(p.place, p.file, p.wheel, say)
         # The file is judged, not the index: the one verdict, for this environment and GPU.
         gpu = p.choice.gpu.gpu if p.choice.gpu else None
-        gate(p.wheel, p.file.filename, p.place.display, policy, installed, p.choice.project, gpu,
-             p.file.gpu_code)
+        report = gate(p.wheel, p.file.filename, p.place.display, policy, installed, p.choice.project,
+                      gpu, p.file.gpu_code)
+        for finding in report.not_verified:
+            if finding.check == "contract":  # said, never passed silently (a wheel of another release)
+                say(f"note: {p.file.filename}: {finding.message}")
     assert environment.torch_version is not None
     torch_before = torch_record(installed, environment.torch_version)
     if torch_before is None:
