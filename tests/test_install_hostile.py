@@ -9,7 +9,8 @@ venv holding the real torch 2.13.0. What users rely on: `install` verifies the f
 chose as `check` does before pip sees it; nothing of the environment changes when it
 refuses (pip, site-packages, torch's files); "torch unchanged" is measured on torch's
 recorded files; `local-kernels` maps a repository only to a folder the distribution
-itself installed, and refuses two claims of one repository; a lock pinning two
+itself installed, and refuses two claims of one repository; `check` fails a record whose
+repository id names another kernel (#37); a lock pinning two
 spellings of one Hub id differently is refused."""
 
 from __future__ import annotations
@@ -378,6 +379,66 @@ def test_local_kernels_refuses_two_claims_of_one_repository(tmp_path: Path) -> N
                        f"kwfirst 1.0 ({packages / 'kwfirst' / VARIANT})",
                        f"kwsecond 1.0 ({packages / 'kwsecond' / VARIANT})", status=1)
         assert_no_mapping(proc, extra)
+
+
+# Issue #37, point 6: a record's repository id must name its kernel, and say where it came
+# from.
+
+
+def _with_record(wheel: Path, target: Path, **keys: object) -> Path:
+    """``wheel`` with ``keys`` set in its provenance record, and every member kernel-wheels
+    writes derived again from it (SBOM and RECORD included), as anyone with kernel-wheels'
+    source can: a forged wheel that the closed contract, which is not a signature, passes."""
+    from kernel_wheels.checks.contract import derive
+    from kernel_wheels.checks.facts import read_wheel_contents
+
+    name = f"{DIST}.dist-info/kernel_wheels.json"
+    with zipfile.ZipFile(wheel) as zf:
+        record = json.loads(zf.read(name))
+    draft = repack(wheel, target.parent / "draft" / target.name, {},
+                   {name: json.dumps({**record, **keys}).encode()})
+    facts = read_wheel_contents(draft, draft.name, lambda: target.parent / "scratch")
+    assert facts.provenance is not None
+    derived = derive(facts, facts.provenance, None, None).members
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(draft) as src, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as dst:
+        for member in src.namelist():
+            dst.writestr(member, derived.pop(member, None) or src.read(member))
+        for member, data in derived.items():  # the SBOM, which repack left out
+            dst.writestr(member, data)
+    return target
+
+
+FORGED_IDS = {
+    "another-kernel": ({"repo_id": "kernels-community/flash-attn", "repo_id_from": "--repo-id"},
+                       "the record maps the Hub repository kernels-community/flash-attn to the kernel "
+                       "img2gray, but that id names the kernel flash-attn: local-kernels would make "
+                       "get_kernel('kernels-community/flash-attn') load this wheel"),
+    "not-metadata-json": ({"repo_id": "acme/img2gray", "repo_id_from": "metadata.json"},
+                          "the record says its repo_id acme/img2gray is metadata.json's, but "
+                          "metadata.json's repo-id is absent"),
+    "not-an-origin": ({"repo_id": "acme/img2gray", "repo_id_from": "hub"},
+                      "the record's repo_id acme/img2gray came from 'hub': kernel-wheels records "
+                      "'metadata.json' or '--repo-id'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FORGED_IDS))
+def test_check_fails_a_record_whose_repo_id_is_not_the_kernels(kernel_wheel: Path, tmp_path: Path,
+                                                               case: str) -> None:
+    keys, finding = FORGED_IDS[case]
+    proc = run_cli("check", _with_record(kernel_wheel, tmp_path / WHEEL, **keys), check=False)
+    assert proc.returncode == 1, proc.stdout
+    assert f"  fail: [names] {finding}" in proc.stdout.splitlines(), proc.stdout
+
+
+def test_check_passes_a_record_whose_repo_id_names_its_kernel(kernel_wheel: Path, tmp_path: Path) -> None:
+    """The same forged wheel with an id that names its kernel: only the new rule differs."""
+    wheel = _with_record(kernel_wheel, tmp_path / WHEEL, repo_id="acme/Img2Gray", repo_id_from="--repo-id")
+    proc = run_cli("check", "-v", wheel)
+    assert "  pass: [names] one package, img2gray/, the kernel img2gray's own, installed by the project " \
+           "img2gray, recorded as the Hub repository acme/Img2Gray (--repo-id)" in proc.stdout.splitlines(), \
+        proc.stdout
 
 
 # --- 10. a lock pinning one repository twice --------------------------------------------------

@@ -28,7 +28,14 @@ from ..kernel.arrival import Arrival, ArrivalCancelled
 from ..kernel.digest import file_sha256
 from ..kernel.layout import read_layout
 from ..kernel.metadata import KernelMetadata, module_name, read_kernel_metadata
-from ..kernel.repo_id import is_repo_id, repo_id_of_hub_url
+from ..kernel.repo_id import (
+    REPO_ID_BY_HAND,
+    REPO_ID_FROM_BUILD,
+    is_repo_id,
+    kernel_named_by,
+    names_kernel,
+    repo_id_of_hub_url,
+)
 from ..kernel.revision import Revision
 from ..kernel.selection import VariantFilter, select_variants
 from ..kernel.variants import Variant
@@ -39,7 +46,7 @@ from ..provenance.variant import BUNDLE, MAX_BUNDLE, SignedDigest, signed_digest
 from ..reading import open_regular, read_regular
 from ..sources import FetchedVariant, KernelSource
 from ..wheel import compression
-from ..wheel.derive import REPO_ID_BY_HAND, REPO_ID_FROM_BUILD, describe, provenance_record
+from ..wheel.derive import describe, provenance_record
 from ..wheel.plan import TagOptions, check_distribution_name, names_package
 from ..wheel.variant_label import NoVariantWheel, variant_wheel
 from .assemble import WheelJob
@@ -329,14 +336,30 @@ class _Conversion:
             future = self.pool.submit(produce_wheel, job, self.cancel, self.slots, self.progress)
         return future
 
-    def repo_id(self, meta: KernelMetadata) -> tuple[str | None, str | None]:
+    def repo_id(self, meta: KernelMetadata, kernel_name: str,
+                variant: str) -> tuple[str | None, str | None]:
         """The Hub repository to record for a folder or git source, and where it came
         from (typed by hand, or the build's metadata.json); a Hub source is its own (its
-        URL is recorded), whatever a metadata.json says."""
+        URL is recorded), whatever a metadata.json says. An id whose name is not the
+        kernel's is refused: local-kernels would map it, and ``get_kernel`` of that
+        repository would load this kernel (issue #37)."""
         if getattr(self.source, "repo_id", None) is not None:
             return None, None
-        if self.options.repo_id is not None:
-            return self.options.repo_id, REPO_ID_BY_HAND
+        repo_id = self.options.repo_id
+        if repo_id is not None:
+            if not names_kernel(repo_id, kernel_name):
+                org = repo_id.split("/", 1)[0]
+                raise UsageError(f"--repo-id {repo_id} names the kernel {kernel_named_by(repo_id)}, but "
+                                 f"{self.source.display} is the kernel {shown(kernel_name, 80)}: a "
+                                 f"repository id must name its kernel (--repo-id "
+                                 f"{org}/{shown(kernel_name, 80)})")
+            return repo_id, REPO_ID_BY_HAND
+        if meta.repo_id is not None and not names_kernel(meta.repo_id, kernel_name):
+            name = shown(kernel_name, 80)
+            raise MetadataError(f"build/{variant}/metadata.json: 'repo-id' {meta.repo_id} names the "
+                                f"kernel {kernel_named_by(meta.repo_id)}, but the kernel is {name}: "
+                                "a repository id must name its kernel (fix build.toml's "
+                                f"[general.hub] repo-id, or give --repo-id ORG/{name})")
         return meta.repo_id, REPO_ID_FROM_BUILD if meta.repo_id is not None else None
 
     def dist_name(self, module: str, warn: Callable[[str], None]) -> str | None:
@@ -380,7 +403,8 @@ class _Conversion:
             dist_name=self.dist_name(module, warn),
             described=describe(kernel_name, variant, meta, self.card, self.revision.url, warn),
             provenance=provenance_record(self.revision, variant, layout.kind, layout.module,
-                                         layout.folder, meta, kernel_name, *self.repo_id(meta)),
+                                         layout.folder, meta, kernel_name,
+                                         *self.repo_id(meta, kernel_name, variant.name)),
             files=layout.files,
             module=layout.module,
             epoch=self.epoch,

@@ -47,13 +47,6 @@ from .variant_label import VARIANT_JSON, VariantWheel, variant_json_text
 #: in front of it (wheel/loader.py).
 WHEEL_LAYOUT = 2
 
-#: Where a wheel's Hub repository id came from (``kernel_wheels.json``'s ``repo_id_from``):
-#: the Hub itself (the source was that repository), the build's own metadata.json (from
-#: build.toml's ``[general.hub] repo-id``), or ``to-wheel --repo-id`` typed by hand.
-REPO_ID_FROM_HUB = "hub"
-REPO_ID_FROM_BUILD = "metadata.json"
-REPO_ID_BY_HAND = "--repo-id"
-
 #: Gives the GPU record's bytes once every binary is written (and so has arrived).
 GpuRecordBytes = Callable[[], bytes]
 
@@ -114,7 +107,8 @@ def provenance_record(revision: Revision, variant: Variant, layout: str, module:
     """The provenance record (``<dist-info>/kernel_wheels.json``). What the user typed
     (``1.1.2`` or ``>=1.1,<2``) and where their clone lives are deliberately absent.
     ``repo_id`` (a folder or git source's Hub repository) is recorded only when known,
-    with where it came from."""
+    with where it came from (``repo_id_from``: kernel.repo_id's ``REPO_ID_FROM_BUILD`` or
+    ``REPO_ID_BY_HAND``)."""
     record: dict[str, Any] = {
         "generator": f"kernel-wheels {__version__}",
         "wheel_layout": WHEEL_LAYOUT,
