@@ -9,8 +9,8 @@ venv holding the real torch 2.13.0. What users rely on: `install` verifies the f
 chose as `check` does before pip sees it; nothing of the environment changes when it
 refuses (pip, site-packages, torch's files); "torch unchanged" is measured on torch's
 recorded files; `local-kernels` maps a repository only to a folder the distribution
-itself installed, and refuses two claims of one repository; `check` fails a record whose
-repository id names another kernel (#37); a lock pinning two
+itself installed, refuses two claims of one repository, never maps an id that names
+another kernel and maps one typed by hand only on opt-in (#37); a lock pinning two
 spellings of one Hub id differently is refused."""
 
 from __future__ import annotations
@@ -319,16 +319,18 @@ def test_a_clean_install_says_torch_is_unchanged_after_measuring(kernel_wheel: P
 # --- 7. local-kernels maps only what a distribution installed ---------------------------------
 
 
-def _kernel_dist(folder: Path, name: str, repo: str, variant_folder: str | None = None) -> Path:
+def _kernel_dist(folder: Path, name: str, repo: str | None, variant_folder: str | None = None,
+                 metadata: bytes = b'{"version": 1}\n', **record_keys: object) -> Path:
     """A hand-made wheel that records a Hub repository in kernel_wheels.json, as a
-    kernel wheel does; its variant folder (with a metadata.json) is its own unless
-    ``variant_folder`` points elsewhere."""
+    kernel wheel does (``repo``: as its source; None: none, ``record_keys`` give what
+    the record says instead); its variant folder (with ``metadata`` as metadata.json) is
+    its own unless ``variant_folder`` points elsewhere."""
     own = f"{name}/{VARIANT}"
     record = {"wheel_layout": 2, "variant_folder": variant_folder or own,
-              "source": f"https://huggingface.co/{repo}", "commit": "0" * 40,
-              "variant": {"name": VARIANT}, "module": name}
+              "source": f"https://huggingface.co/{repo}" if repo else None, "commit": "0" * 40,
+              "variant": {"name": VARIANT}, "module": name, **record_keys}
     wheel = _plain_wheel(folder, name, {f"{name}/__init__.py": b"",
-                                        f"{own}/metadata.json": b'{"version": 1}\n'})
+                                        f"{own}/metadata.json": metadata})
     return repack(wheel, folder / "with-record" / wheel.name,
                   {f"{name}-1.0.dist-info/kernel_wheels.json": json.dumps(record).encode()})
 
@@ -364,6 +366,8 @@ def test_local_kernels_refuses_a_folder_the_distribution_did_not_install(tmp_pat
                        capture_output=True, env=pip_env())
     proc = run_cli("local-kernels", "--python", python)
     assert proc.stdout.strip() == f"drbh/img2gray={site_packages(python) / 'kwowner' / VARIANT}"
+    assert "drbh/img2gray -> kwowner 1.0: id from the Hub repository it was converted from" \
+        in proc.stderr.splitlines(), proc.stderr
 
 
 def test_local_kernels_refuses_two_claims_of_one_repository(tmp_path: Path) -> None:
@@ -382,7 +386,7 @@ def test_local_kernels_refuses_two_claims_of_one_repository(tmp_path: Path) -> N
 
 
 # Issue #37, point 6: a record's repository id must name its kernel, and say where it came
-# from.
+# from; local-kernels maps an id typed by hand (or of no recorded origin) only on opt-in.
 
 
 def _with_record(wheel: Path, target: Path, **keys: object) -> Path:
@@ -439,6 +443,46 @@ def test_check_passes_a_record_whose_repo_id_names_its_kernel(kernel_wheel: Path
     assert "  pass: [names] one package, img2gray/, the kernel img2gray's own, installed by the project " \
            "img2gray, recorded as the Hub repository acme/Img2Gray (--repo-id)" in proc.stdout.splitlines(), \
         proc.stdout
+
+
+def test_local_kernels_maps_an_id_only_as_its_origin_allows(tmp_path: Path) -> None:
+    """Installed records (made by hand, as a hostile or earlier wheel's would be): an id
+    that names another kernel is never mapped; one of no recorded origin, or of an origin
+    its metadata.json does not bear out, is taken as typed by hand; a metadata.json that
+    says the id is mapped without an opt-in."""
+    python = make_venv(tmp_path / "venv")
+    dists = {
+        "kwevil": {"repo_id": "kernels-community/flash-attn", "repo_id_from": "--repo-id"},
+        "kwold": {"repo_id": "acme/kwold"},
+        "kwclaim": {"repo_id": "acme/kwclaim", "repo_id_from": "metadata.json"},
+        "kwhub": {"repo_id": "acme/kwhub", "repo_id_from": "hub"},
+        "kwbuild": {"repo_id": "acme/kwbuild", "repo_id_from": "metadata.json"},
+    }
+    for name, keys in dists.items():
+        metadata = json.dumps({"version": 1, "name": name, "repo-id": f"acme/{name}"}).encode() \
+            if name == "kwbuild" else b'{"version": 1}\n'
+        _pip_install(python, _kernel_dist(tmp_path / name, name, None, metadata=metadata, **keys))
+    packages = site_packages(python)
+    refused = ("warning: kwevil 1.0 records the repository id kernels-community/flash-attn, which names "
+               "the kernel flash-attn, not its kernel kwevil: not mapped (convert it again with an id "
+               "that names it)")
+    without = run_cli("local-kernels", "--python", python)
+    assert without.stdout.strip() == f"acme/kwbuild={packages / 'kwbuild' / VARIANT}", without.stdout
+    assert refused in without.stderr.splitlines(), without.stderr
+    for name in ("kwold", "kwclaim", "kwhub"):
+        assert (f"warning: {name} 1.0: its repository id acme/{name} is of no recorded origin (taken as "
+                "typed by hand): not mapped; if you trust it, map it with --allow-hand-ids (or "
+                "KERNEL_WHEELS_ALLOW_HAND_IDS=1)") in without.stderr.splitlines(), without.stderr
+    opted = run_cli("local-kernels", "--python", python, "--allow-hand-ids")
+    assert sorted(opted.stdout.strip().split(":")) == [
+        f"acme/{name}={packages / name / VARIANT}" for name in ("kwbuild", "kwclaim", "kwhub", "kwold")]
+    assert refused in opted.stderr.splitlines(), opted.stderr
+    listed = {k["distribution"]: k for k in json.loads(
+        run_cli("local-kernels", "--python", python, "--json", "--allow-hand-ids").stdout)}
+    assert {name: (k["repo_id_from"], k["mapped"]) for name, k in listed.items()} == {
+        "kwevil": ("--repo-id", False), "kwold": ("unconfirmed", True), "kwclaim": ("unconfirmed", True),
+        "kwhub": ("unconfirmed", True), "kwbuild": ("metadata.json", True)}
+    assert listed["kwevil"]["left_out"] == refused.removeprefix("warning: ")
 
 
 # --- 10. a lock pinning one repository twice --------------------------------------------------

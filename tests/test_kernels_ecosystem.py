@@ -28,6 +28,7 @@ from packaging.metadata import Metadata
 from support.helpers import (
     UV,
     Olah,
+    make_kernels_venv,
     make_venv,
     olah_server,
     one_line_error,
@@ -291,15 +292,8 @@ def test_a_kernel_dependency_becomes_requires_dist(hub: Hub, tmp_path: Path) -> 
 @pytest.fixture(scope="module")
 def kernels_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with torch 2.13.0 (CPU) and the `kernels` library."""
-    python = make_venv(tmp_path_factory.mktemp("kernels-venv") / "venv",
-                       torch=torch_wheel(tmp_path_factory.mktemp("torch-wheel")))
-    proc = subprocess.run([UV, "pip", "install", "-q", "--python", str(python), f"kernels=={KERNELS_VERSION}"],
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr
-    torch = subprocess.run([str(python), "-c", "import torch; print(torch.__version__)"],
-                           capture_output=True, text=True).stdout.strip()
-    assert torch == "2.13.0+cpu"  # kernels did not bring another torch
-    return python
+    return make_kernels_venv(tmp_path_factory.mktemp("kernels-venv") / "venv",
+                             tmp_path_factory.mktemp("torch-wheel"))
 
 
 GET_KERNEL = """

@@ -329,7 +329,9 @@ def test_local_kernels_holds_installed_kernels_to_their_pins(tmp_path: Path) -> 
     subprocess.run([UV, "pip", "install", "-q", "--no-deps", "--python", str(python),
                     *map(str, (tmp_path / "wheels").glob("*.whl"))], check=True, capture_output=True,
                    env=pip_env())
-    proc = run_cli("local-kernels", "--python", python)
+    # Ids typed by hand (--repo-id) are mapped, and so held to pins, on opt-in only.
+    assert run_cli("local-kernels", "--python", python).stdout.strip() == ""
+    proc = run_cli("local-kernels", "--python", python, "--allow-hand-ids")
     warnings = [line for line in proc.stderr.splitlines() if line.startswith("warning:")]
     assert warnings == [f"warning: app-other pins acme/dep to revision '{'f' * 40}', but the installed dep "
                         f"1.0.0+cpu (commit {commit}, release v1.0.0) is not known to be it, and LOCAL_KERNELS "

@@ -150,6 +150,22 @@ def make_venv(path: Path, torch: Path | None = None) -> Path:
     return python
 
 
+def make_kernels_venv(path: Path, cache: Path) -> Path:
+    """A fresh venv with the local torch 2.13.0 (CPU) and the `kernels` library of this
+    venv's version (``cache``: where the torch wheel is kept). Returns its python."""
+    import importlib.metadata
+
+    python = make_venv(path, torch=torch_wheel(cache))
+    proc = subprocess.run([UV, "pip", "install", "-q", "--python", str(python),
+                           f"kernels=={importlib.metadata.version('kernels')}"],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    torch = subprocess.run([str(python), "-c", "import torch; print(torch.__version__)"],
+                           capture_output=True, text=True).stdout.strip()
+    assert torch == "2.13.0+cpu"  # kernels did not bring another torch
+    return python
+
+
 def read_member(wheel: Path, suffix: str) -> str:
     with zipfile.ZipFile(wheel) as zf:
         name = next(n for n in zf.namelist() if n.endswith(suffix))

@@ -14,10 +14,13 @@ examples:
   kernel-wheels local-kernels --python .venv/bin/python
   eval "$(kernel-wheels local-kernels --python .venv/bin/python --shell)"   # then run your code
   LOCAL_KERNELS=$(kernel-wheels local-kernels) HF_HUB_OFFLINE=1 python train.py
+  kernel-wheels local-kernels --allow-hand-ids   # also ids typed with to-wheel --repo-id
 
 With the mapping set, kernels.get_kernel("org/name", ...) (and transformers, which calls
 it) loads the installed build instead of downloading from the Hub; kernels verifies the
-installed folder against its metadata.json digest as it would a download.
+installed folder against its metadata.json digest as it would a download. Each mapped
+id's origin is shown on stderr: the Hub, the build's metadata.json, or typed by hand; an
+id typed by hand is mapped only with --allow-hand-ids (or KERNEL_WHEELS_ALLOW_HAND_IDS=1).
 """
 
 
@@ -30,6 +33,10 @@ def register(commands: Commands) -> argparse.ArgumentParser:
     lk.add_argument("--python", type=Path,
                     help="the Python whose wheels to map (default: the activated venv's, else "
                          "the one running kernel-wheels)")
+    lk.add_argument("--allow-hand-ids", action=argparse.BooleanOptionalAction, default=None,
+                    help="also map repository ids typed by hand (to-wheel --repo-id) or of no "
+                         "recorded origin: get_kernel of such an id loads whatever folder it "
+                         "names (default: KERNEL_WHEELS_ALLOW_HAND_IDS=1, else off)")
     out = lk.add_mutually_exclusive_group()
     out.add_argument("--shell", action="store_true", help="print an export line for sh/bash/zsh")
     out.add_argument("--json", action="store_true", help="print every installed kernel as JSON")
@@ -37,14 +44,15 @@ def register(commands: Commands) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..install.installed import installed_kernels, local_kernels_value, unmet_pins
+    from ..install.installed import hand_ids_allowed, installed_kernels, local_kernels_value, unmet_pins
 
+    allowed = hand_ids_allowed(args.allow_hand_ids)
     kernels = installed_kernels(args.python)
     if args.json:
-        out(json.dumps([kernel.to_dict() for kernel in kernels], indent=2))
+        out(json.dumps([kernel.to_dict(allowed) for kernel in kernels], indent=2))
         return 0
-    value = local_kernels_value(kernels, args.progress)
-    for line in unmet_pins(kernels):
+    value = local_kernels_value(kernels, args.progress, allowed)
+    for line in unmet_pins(kernels, allowed):
         args.progress(f"warning: {line}")
     if not value:
         args.progress("no kernel wheel from the Hub is installed there")
