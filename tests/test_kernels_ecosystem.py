@@ -361,7 +361,10 @@ def test_get_kernel_loads_the_installed_wheels_offline(stoppable_hub: Hub, kerne
 def test_local_kernels_without_kernel_wheels_is_empty(tmp_path: Path) -> None:
     python = make_venv(tmp_path / "venv")
     proc = run_cli("local-kernels", "--python", python)
-    assert proc.stdout.strip() == "" and "no kernel wheel from the Hub is installed there" in proc.stderr
+    assert proc.stdout.strip() == "" and "no kernel wheel from the Hub is mapped there" in proc.stderr
+    # --shell unsets the variable: kernels refuses an empty LOCAL_KERNELS on every get_kernel.
+    shell = run_cli("local-kernels", "--python", python, "--shell")
+    assert shell.stdout == "unset LOCAL_KERNELS\n"
 
 
 def test_a_locked_run_names_each_wheel_once(hub: Hub, tmp_path: Path) -> None:

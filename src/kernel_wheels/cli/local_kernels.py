@@ -55,6 +55,10 @@ def run(args: argparse.Namespace) -> int:
     for line in unmet_pins(kernels, allowed):
         args.progress(f"warning: {line}")
     if not value:
-        args.progress("no kernel wheel from the Hub is installed there")
+        args.progress("no kernel wheel from the Hub is mapped there")
+        if args.shell:
+            # kernels refuses an empty LOCAL_KERNELS on every get_kernel, Hub loads too.
+            out("unset LOCAL_KERNELS")
+            return 0
     out(f"export LOCAL_KERNELS={shlex.quote(value)}" if args.shell else value)
     return 0
