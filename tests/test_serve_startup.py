@@ -82,32 +82,39 @@ def test_every_kernel_is_listed_before_the_first_request(hub: Olah, tmp_path: Pa
         assert (found["status"], found["listed"], found["unlisted"]) == ("ok", 2, 0)
 
 
-def test_serve_and_to_wheel_give_the_same_wheel_for_a_renamed_repository(hub: Olah, tmp_path: Path) -> None:
-    """drbh/bigkernel's metadata.json names the kernel img2gray: both name its wheels
-    after the repository (as the removed `kernels to-wheel` did), the import name stays
-    img2gray, and the bytes are the same."""
+def test_a_renamed_repository_is_named_after_its_kernel_not_served_under_another_name(
+        hub: Olah, tmp_path: Path) -> None:
+    """drbh/bigkernel's metadata.json names the kernel img2gray. A kernel wheel's project
+    is named after its package (issue #37: a project that installs another package's name
+    is a trap), so to-wheel names its wheel img2gray, with a warning, byte for byte the
+    wheel of drbh/img2gray's same build; serve, which lists by the repository's name
+    before any download, does not serve a bigkernel wheel that installs img2gray/."""
     env = env_for(hub, tmp_path)
     converted = {}
     for repo in ("drbh/bigkernel", "drbh/img2gray"):
         out = tmp_path / repo.replace("/", "-")
-        result = json.loads(run_cli("to-wheel", repo, "1.1.2", "-o", out, "--json", env=env).stdout)
-        (wheel,) = [Path(w["path"]) for w in result["wheels"]]
-        converted[repo] = wheel
-    assert converted["drbh/bigkernel"].name == f"bigkernel-{CPU_TAIL}"
-    assert converted["drbh/img2gray"].name == f"img2gray-{CPU_TAIL}"
-    with zipfile.ZipFile(converted["drbh/bigkernel"]) as zf:
-        assert any(name.startswith("img2gray/") for name in zf.namelist())  # the import name
-        assert any(name.startswith("bigkernel-1.1.2+torch213cpucxx11.dist-info/") for name in zf.namelist())
+        proc = run_cli("to-wheel", repo, "1.1.2", "-o", out, "--json", env=env)
+        (wheel,) = [Path(w["path"]) for w in json.loads(proc.stdout)["wheels"]]
+        converted[repo] = (wheel, proc.stderr)
+    wheel, said = converted["drbh/bigkernel"]
+    assert wheel.name == f"img2gray-{CPU_TAIL}"
+    assert "warning: the repository's name bigkernel does not name the kernel's package img2gray: its " \
+           "wheels are named img2gray instead" in said
+    with zipfile.ZipFile(wheel) as zf:
+        assert any(name.startswith("img2gray/") for name in zf.namelist())
     with serve("drbh/bigkernel,drbh/img2gray", tmp_path / "cache", {**env, "HF_HOME": str(tmp_path / "hf-2")}) \
             as server:
-        for repo, wheel in converted.items():
-            project = repo.split("/")[1]
-            status, _, page = get(f"{server.base}simple/{project}/", "application/vnd.pypi.simple.v1+json")
-            assert status == 200
-            names = [f["filename"] for f in json.loads(page)["files"]]
-            assert wheel.name in names, (repo, names)
-            status, _, served = get(f"{server.base}files/{quote(wheel.name, safe='')}")
-            assert status == 200 and served == wheel.read_bytes(), repo
+        img2gray, _ = converted["drbh/img2gray"]
+        status, _, served = get(f"{server.base}files/{quote(img2gray.name, safe='')}")
+        assert status == 200 and served == img2gray.read_bytes()
+        status, _, page = get(f"{server.base}simple/bigkernel/", "application/vnd.pypi.simple.v1+json")
+        assert status == 200
+        listed = [f["filename"] for f in json.loads(page)["files"]]
+        assert listed  # listed by the repository's name (serve reads no metadata.json to list)
+        for name in listed:
+            status, _, body = get(f"{server.base}files/{quote(name, safe='')}")
+            assert status >= 500, (name, status)  # never a bigkernel wheel holding img2gray/
+            assert b"a kernel wheel's project is named after the package it installs" in body, body[:300]
 
 
 def test_serve_on_a_terminal_prints_a_human_line_with_the_urls(hub_env: dict[str, str],

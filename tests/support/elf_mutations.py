@@ -21,7 +21,6 @@ restarts the worker should it die anyway.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import io
 import json
@@ -33,7 +32,6 @@ import textwrap
 import threading
 import time
 import zipfile
-from base64 import urlsafe_b64encode
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -285,7 +283,9 @@ def with_fields(frame: Frame, changes: dict[str, int | Callable[[Field], int]]) 
 # -- wheels ------------------------------------------------------------------------------
 class WheelTemplate:
     """A wheel whose extension module can be swapped for another binary: every member
-    kept, its SBOM and RECORD updated, so that only the binary can fail ``check``."""
+    kept, its SBOM and RECORD derived again as kernel-wheels derives them (a forger who
+    has its source: ``checks.contract.derive``), so that only the binary can fail
+    ``check``."""
 
     def __init__(self, wheel: Path) -> None:
         with zipfile.ZipFile(wheel) as zf:
@@ -303,25 +303,24 @@ class WheelTemplate:
         return f"{name}-{version}-{build}-{rest}"
 
     def write(self, binary: bytes, path: Path) -> None:
-        new_sha256 = hashlib.sha256(binary)
-        sbom = next(content for info, content in self.members if info.filename == self.sbom)
-        sbom = sbom.replace(self.binary_sha256.encode(), new_sha256.hexdigest().encode())
-        replaced = {self.binary: binary, self.sbom: sbom}
+        from kernel_wheels.checks.contract import derive
+        from kernel_wheels.checks.facts import WheelContents
+
+        contents = {info.filename: content for info, content in self.members}
+        contents[self.binary] = binary
+        dist_info = self.record.rsplit("/", 1)[0]
+        facts = WheelContents(self.name, [n for n in contents if n != self.record], dist_info)
+        facts.hashes = {n: hashlib.sha256(c).digest() for n, c in contents.items() if n != self.record}
+        facts.sizes = {n: len(c) for n, c in contents.items() if n != self.record}
+        facts.texts = {n.split("/", 1)[1]: c.decode() for n, c in contents.items()
+                       if n.startswith(dist_info + "/") and n.endswith((".json", "METADATA", "WHEEL"))}
+        record = facts.provenance
+        assert record is not None
+        derived = derive(facts, record, None, None).members
+        contents[self.sbom], contents[self.record] = derived[self.sbom], derived[self.record]
         with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
-            for info, content in self.members:
-                if info.filename in replaced:
-                    content = replaced[info.filename]
-                elif info.filename == self.record:
-                    rows = list(csv.reader(io.StringIO(content.decode())))
-                    for row in rows:
-                        if row and row[0] in replaced:
-                            data = replaced[row[0]]
-                            digest = urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-                            row[1:3] = [f"sha256={digest}", str(len(data))]
-                    buffer = io.StringIO()
-                    csv.writer(buffer, lineterminator="\n").writerows(rows)
-                    content = buffer.getvalue().encode()
-                zf.writestr(info, content, zipfile.ZIP_STORED)
+            for info, _ in self.members:
+                zf.writestr(info, contents[info.filename], zipfile.ZIP_STORED)
 
 
 VARIANT = "torch213-cxx11-cpu-x86_64-linux"

@@ -93,7 +93,7 @@ def check_contract(facts: WheelContents, gpu_binaries: tuple[tuple[str, Any], ..
     except KernelWheelsError as exc:  # a recorded value no derived file can hold
         return findings + [Finding(CHECK, Status.FAIL, f"the wheel's own files cannot be derived "
                                                        f"again: {exc.message}")]
-    if derived.plan.filename != facts.filename:
+    if derived.plan.filename != _without_build_tag(facts.filename):
         findings.append(Finding(CHECK, Status.FAIL, f"the file name is not the one kernel-wheels "
                                                     f"gives this build ({shown(derived.plan.filename)})"))
     folder = str(record["variant_folder"]) + "/"
@@ -116,6 +116,17 @@ def check_contract(facts: WheelContents, gpu_binaries: tuple[tuple[str, Any], ..
                                                     "wrote are what it derives from the kernel's "
                                                     "files and the recorded conversion"))
     return findings
+
+
+def _without_build_tag(filename: str) -> str:
+    """The file name without a build tag (PEP 427's rebuild number, ``name-1.0-1-...``):
+    kernel-wheels writes none, but a build tag changes no member, only which of two
+    otherwise equal files an installer prefers, so a copy renamed with one is the same
+    wheel."""
+    parts = filename.split("-")
+    if len(parts) == 6 and parts[2][:1].isdigit():
+        return "-".join(parts[:2] + parts[3:])
+    return filename
 
 
 def other_release(generator: object) -> str:
