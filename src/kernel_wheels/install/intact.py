@@ -61,8 +61,8 @@ def changed_files(site: Path, record: Path, package: str) -> list[Change]:
             changes.append((name, f"RECORD lists {shown(name, 200)}, a path outside site-packages"))
             continue
         listed.add(name)
-        if name == own or is_byte_code(name):
-            continue  # RECORD has no hash of itself; caches come and go
+        if name in (own, f"{own}.jws", f"{own}.p7s") or is_byte_code(name):
+            continue  # RECORD (and its signatures) has no hash of itself; caches come and go
         if (change := _changed(path, name, row[1] if len(row) > 1 else "",
                                row[2] if len(row) > 2 else "")) is not None:
             changes.append((name, change))
