@@ -98,8 +98,9 @@ def _code(site: Path, records: _Records) -> tuple[list[tuple[str, str]], list[st
         return [], [other_release(record.get("generator"))]
     try:
         members = _derived_code(record, records.metadata or "")
-    except (KernelWheelsError, ValueError, TypeError) as exc:
-        reason = exc.message if isinstance(exc, KernelWheelsError) else str(exc)
+    except (KernelWheelsError, ValueError, TypeError, KeyError) as exc:
+        reason = exc.message if isinstance(exc, KernelWheelsError) else \
+            f"no {exc}" if isinstance(exc, KeyError) else str(exc)
         return [("", f"the files kernel-wheels wrote cannot be derived again from its records: "
                      f"{shown(reason, 200)}")], []
     failures = []
