@@ -5,6 +5,8 @@ scripts/make_test_signature.py under a test Sigstore deployment, checked by the 
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import shutil
 import subprocess
@@ -24,7 +26,7 @@ from kernel_wheels.errors import ProvenanceError
 from kernel_wheels.kernel.digest import sha256_b64
 from kernel_wheels.provenance import BuildFacts, Policy, parse_signer, verify_variant_folder
 from kernel_wheels.provenance.policy import KERNELS_SIGNERS
-from support.helpers import ROOT, make_venv, one_line_error, run_cli, torch_wheel
+from support.helpers import ROOT, UV, make_venv, one_line_error, run_cli, torch_wheel
 from support.hostile_hub import REPO, VARIANT, Answer, HostileHub, Repo, honest_files, hostile_hub
 from support.servers_serve import JSON_TYPE, get, serve
 
@@ -481,12 +483,78 @@ def test_verify_wheels_folder_and_installed_kernels(cpu_build: Path, tmp_path: P
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True,
                    capture_output=True)
     installed = json.loads(run_cli("verify", "--python", python, "--trusted-root", root, "--json").stdout)
-    assert [(row["passed"], row["provenance"]["status"]) for row in installed] == [(True, "signed")]
+    assert [(row["proof"], row["provenance"]["status"]) for row in installed] == [("verified", "signed")]
+    said = run_cli("verify", "--python", python, "--trusted-root", root)
+    assert said.stdout == (f"VERIFIED img2gray: signed by {BUILD} ({GITHUB}), transparency log entry 7; "
+                           "the variant folder is as signed, the code kernel-wheels wrote derived again, "
+                           "every installed file is as its RECORD lists it\n")
     ops = Path(installed[0]["path"]) / "_ops.py"
     ops.write_text(ops.read_text() + "import os  # changed after installing\n")
     changed = run_cli("verify", "--python", python, "--trusted-root", root, check=False)
     assert changed.returncode == 1
+    assert f"img2gray/{variant.name}/_ops.py was edited since it was installed" in changed.stdout
     assert f"k build/{variant.name}: _ops.py differs from its signed digest" in changed.stdout
+
+
+def _install(installer: str, python: Path, wheel: Path) -> None:
+    """``wheel`` installed into ``python`` as a user installs it (pip compiles byte-code and
+    lists it in RECORD; uv does neither)."""
+    command = [str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)] if installer == "pip" \
+        else [UV, "pip", "install", "-q", "--no-deps", "--python", str(python), str(wheel)]
+    subprocess.run(command, check=True, capture_output=True)
+
+
+@pytest.mark.parametrize("installer", ["pip", "uv"])
+def test_verify_installed_compares_every_file_with_its_record(cpu_build: Path, tmp_path: Path,
+                                                              installer: str) -> None:
+    """verify --python holds every installed file of a kernel, signed or not, to the
+    RECORD its installer wrote (as pip's RECORD and debsums promise), and the code
+    kernel-wheels wrote to what it derives: an edit, a removal or an added file fails,
+    named; the byte-code caches Python writes do not."""
+    source = tmp_path / "k"
+    shutil.copytree(cpu_build, source / "build" / cpu_build.name)
+    assert to_wheel(source, tmp_path / "out").returncode == 0
+    python = make_venv(tmp_path / "venv")
+    _install(installer, python, next((tmp_path / "out").glob("*.whl")))
+    subprocess.run([str(python), "-m", "compileall", "-q", str(tmp_path / "venv")], check=True,
+                   capture_output=True)  # __pycache__ beside every source, as imports leave them
+
+    intact = run_cli("verify", "--python", python)
+    assert intact.stdout == ("UNSIGNED img2gray: no signature covers it (no metadata.json.sigstore); "
+                             "every installed file is as its RECORD lists it\n")
+    assert "0 verified, 1 unsigned, 0 not verified, 0 failed" in intact.stderr
+
+    site = Path(json.loads(run_cli("verify", "--python", python, "--json").stdout)[0]["path"]).parent.parent
+    folder = f"img2gray/{cpu_build.name}"
+    with (site / folder / "_ops.py").open("a") as stream:
+        stream.write("import os  # changed after installing\n")
+    (site / "img2gray" / "extra.py").write_text("print('planted')\n")
+    binary = next(p for p in (site / folder).rglob("*.so"))
+    binary.unlink()
+    # The loader edited, and RECORD rewritten to match it: the derivation still tells.
+    loader = site / "img2gray" / "__init__.py"
+    loader.write_text(loader.read_text() + "import os  # also changed\n")
+    (record,) = site.glob("img2gray-*.dist-info/RECORD")
+    digest = base64.urlsafe_b64encode(hashlib.sha256(loader.read_bytes()).digest()).rstrip(b"=").decode()
+    rows = [row if not row.startswith("img2gray/__init__.py,") else
+            f"img2gray/__init__.py,sha256={digest},{loader.stat().st_size}"
+            for row in record.read_text().splitlines()]
+    record.write_text("\n".join(rows) + "\n")
+
+    changed = run_cli("verify", "--python", python, check=False)
+    assert changed.returncode == 1, changed.stdout + changed.stderr
+    assert "0 verified, 0 unsigned, 0 not verified, 1 failed" in changed.stderr
+    assert changed.stdout.startswith("FAILED img2gray: ")
+    for line in (f"{folder}/_ops.py was edited since it was installed (its sha256 is not the one "
+                 "RECORD lists)",
+                 f"{binary.relative_to(site)} is missing: it was installed and has been removed since",
+                 "img2gray/extra.py was not installed by it: it was added since (RECORD does not list it)",
+                 "img2gray/__init__.py differs from what kernel-wheels derives from its records (the "
+                 "code that runs on import)"):
+        assert line in changed.stdout, changed.stdout
+    assert "__pycache__" not in changed.stdout and ".pyc" not in changed.stdout
+    report = json.loads(run_cli("verify", "--python", python, "--json", check=False).stdout)
+    assert [(row["proof"], len(row["failures"])) for row in report] == [("failed", 4)]
 
 
 def _policy(tmp_path: Path) -> Path:

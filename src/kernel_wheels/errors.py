@@ -139,3 +139,8 @@ class ProvenanceError(KernelWheelsError):
     """A build's provenance does not pass: its signature, its signed digests, or the
     policy (a signature, a trusted publisher or a clean build required). The message
     names the kernel, the variant and the reason."""
+
+
+class UntrustedPublisherError(ProvenanceError):
+    """The policy requires a trusted publisher and the Hub does not (or cannot) say the
+    kernel's is one: unlike the build's own facts, an answer that may change."""

@@ -15,7 +15,10 @@ in file URLs):
   ``ETag`` and ``X-Repo-Commit``;
 - ``GET /api/kernels?author={org}`` and ``GET /api/models?author={org}`` (the author
   listings ``mirror --org`` asks; olah answers neither): ``[{"id", "modelId", "author"}]``,
-  one page, of the repositories of that ``repo_type``.
+  one page, of the repositories of that ``repo_type``;
+- ``GET /api/organizations/{org}/overview`` (the publisher's trust, as ``kernels`` asks
+  it): ``trustedKernelPublisher`` true for the organisations in ``trusted``, false for the
+  others that own a repository, 404 for any other name.
 
 A repository is a set of files served at every revision (by default a pure-Python
 ``torch-universal`` build: it converts in a moment, no compiler), with tags whose
@@ -100,6 +103,8 @@ class HostileHub:
         self.authorizations: list[str | None] = []
         self.release = threading.Event()
         self.trickle_interval = 0.2
+        #: Organisations the Hub marks as trusted kernel publishers.
+        self.trusted: set[str] = set()
         self._lock = threading.Lock()
         self._server = LoopbackServer(_handler(self))
 
@@ -166,6 +171,12 @@ class HostileHub:
             owned = [r for r, repo in sorted(self.repos.items())
                      if query.get("author") in (None, r.split("/")[0]) and repo.repo_type == kind]
             return _json([{"id": r, "modelId": r, "author": r.split("/")[0]} for r in owned])
+        if (overview := re.fullmatch(r"/api/organizations/([^/]+)/overview", split.path)) is not None:
+            org = unquote(overview[1])
+            if not any(repo.split("/")[0] == org for repo in self.repos):
+                return _not_found("RepoNotFound")
+            return _json({"name": org, "fullname": org, "avatarUrl": "",
+                          "trustedKernelPublisher": org in self.trusted})
         if (api := _API.fullmatch(split.path)) is not None:
             repo = self.repos.get(api["repo"])
             if repo is None:

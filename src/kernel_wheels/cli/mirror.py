@@ -41,8 +41,11 @@ examples:
 
 A re-run converts only what is new. A release deleted on the Hub is yanked (PEP 592),
 or removed with --prune; a tag that moved to another commit is reported and left alone
-unless --replace-moved. Wheel objects are written before the records and pages that
-name them: a run stopped anywhere is finished by the next one, with the same bytes.
+unless --replace-moved. Under a policy (--require-signature, --policy FILE, ...), what the
+destination already publishes is judged too: each wheel the policy refuses is reported
+refused, or removed with its pages under --remove-refused. Wheel objects are written
+before the records and pages that name them: a run stopped anywhere is finished by the
+next one, with the same bytes.
 N workers with --shard 0/N .. N-1/N write exactly what one run writes; --shard auto takes
 K/N from KERNEL_WHEELS_SHARD=K/N, a Slurm array task (SLURM_ARRAY_TASK_ID - _MIN of _COUNT)
 or a Kubernetes Indexed Job (JOB_COMPLETION_INDEX of KERNEL_WHEELS_SHARD_COUNT). The destination
@@ -84,6 +87,9 @@ def register(commands: Commands) -> argparse.ArgumentParser:
                     help="remove releases deleted on the Hub (default: yank them)")
     mp.add_argument("--replace-moved", action="store_true",
                     help="convert again a release whose tag moved to another commit")
+    mp.add_argument("--remove-refused", action="store_true",
+                    help="remove the published wheels the policy refuses, with their pages "
+                         "(default: report them, refused)")
     mp.add_argument("--dry-run", action="store_true", help="list the plan; download no binaries")
     mp.add_argument("-j", "--jobs", type=positive_int, default=0,
                     help="wheels produced at once per release, and processes writing pages "
@@ -126,7 +132,8 @@ def _options(args: argparse.Namespace) -> MirrorOptions:
 
     return MirrorOptions(filters(args), VersionSelection.parse(args.versions, args.newest),
                          Shard.parse(args.shard, os.environ), args.replace_moved, args.prune,
-                         args.dry_run, args.jobs, policy=policy(args))
+                         args.dry_run, args.jobs, policy=policy(args),
+                         remove_refused=args.remove_refused)
 
 
 class _Renderer:

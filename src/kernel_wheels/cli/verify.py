@@ -65,25 +65,29 @@ def run(args: argparse.Namespace) -> int:
         out(json.dumps([result.to_dict() for result in results], indent=2))
     else:
         for result in results:
-            out(_line(result))
+            out(_line(result, installed=args.python is not None))
     counted = count(results)
     args.progress(", ".join(f"{counted[proof]} {proof.value}" for proof in Proof))
     return 1 if counted[Proof.FAILED] else 0
 
 
-def _line(result: ProofResult) -> str:
-    """One line per wheel or installed kernel: what it proves, in the word it is counted by."""
+def _line(result: ProofResult, installed: bool = False) -> str:
+    """One line per wheel or installed kernel: what it proves, in the word it is counted
+    by (a failure's further reasons on lines of their own, indented)."""
     from ..checks.proof import Proof
 
     found = result.verification
     if result.proof is Proof.FAILED:
-        return f"FAILED {result.target}: {shown(result.failures[0], 4000)}"
+        return "\n    ".join([f"FAILED {result.target}: {shown(result.failures[0], 4000)}",
+                               *(shown(failure, 4000) for failure in result.failures[1:])])
+    intact = "every installed file is as its RECORD lists it" if installed else ""
     if result.proof is Proof.VERIFIED and found is not None:
+        proved = (f"the variant folder is as signed, the code kernel-wheels wrote derived again, "
+                  f"{intact}") if installed else "every file is signed or derived again"
         return (f"VERIFIED {result.target}: signed by {shown(str(found.identity))} "
-                f"({shown(str(found.issuer))}), transparency log entry {found.log_index}; every "
-                "file is signed or derived again")
+                f"({shown(str(found.issuer))}), transparency log entry {found.log_index}; {proved}")
     if result.proof is Proof.UNSIGNED:
         return (f"UNSIGNED {result.target}: no signature covers it (no metadata.json.sigstore); "
-                "its checks pass")
+                f"{intact or 'its checks pass'}")
     why = result.unproved[0] if result.unproved else "its provenance is not known"
     return f"NOT VERIFIED {result.target}: {shown(why, 4000)}"

@@ -1,6 +1,7 @@
-"""The two listing questions the Hub answers: which repositories an organisation has
-(``mirror --org``), and which releases a repository has, each with its variants (``serve``
-and ``mirror``).
+"""The listing questions the Hub answers: which repositories an organisation has
+(``mirror --org``), which releases a repository has, each with its variants (``serve``
+and ``mirror``), and which variants of a commit carry a Sigstore bundle (``serve`` under
+a policy that requires a signature).
 
 A release is a ``vX.Y.Z`` tag, by the one release rule
 (:func:`kernel_wheels.kernel.versions.tagged_releases`): two tags that spell one version on
@@ -53,6 +54,23 @@ def repository_releases(repository: HubRepository,
         releases.append(HubRelease(release, tuple(builds or ()), None if builds else
                                    repository.no_build_folder(release.commit, builds)))
     return releases
+
+
+#: The file a signed variant folder holds beside its metadata.json (docs/provenance.md).
+BUNDLE = "metadata.json.sigstore"
+
+
+def signed_variants(repository: HubRepository, commit: str) -> tuple[str, ...]:
+    """The variant folders under ``build/`` at ``commit`` that hold a Sigstore bundle
+    (``build/<variant>/metadata.json.sigstore``), sorted: one listing of ``build/``, every
+    path checked as every listing is (:mod:`.answers`). Whether the bundle verifies is
+    for the conversion to say; a folder without one cannot pass a policy that requires a
+    signature. Offline: the folders of the HF cache's snapshot that hold one."""
+    if repository.offline:
+        build = repository.snapshot(commit) / "build"
+        return tuple(sorted(p.parent.name for p in build.glob(f"*/{BUNDLE}"))) if build.is_dir() else ()
+    return tuple(sorted({parts[1] for file in repository.files("build", commit)
+                         if len(parts := file.path.split("/")) == 3 and parts[2] == BUNDLE}))
 
 
 def organisation_repos(client: HubClient, org: str,

@@ -1,56 +1,216 @@
 """The kernels installed in a Python, verified where they are (``kernel-wheels verify
---python PY``): each installed variant folder's bundle over its metadata.json and the
-signed digests against the installed files, the record its wheel carried
-(``<dist-info>/kernel_wheels.verified.json``) against what verifies now."""
+--python PY``), each said in the words ``verify`` says a wheel with (checks/proof.py):
+
+- every file its distribution's RECORD lists against that row's hash and size, and every
+  file of the kernel's own package folder that RECORD does not list (:mod:`.intact`):
+  an edited, missing or added file is a failure naming it, signed kernel or not;
+- the code kernel-wheels wrote beside the variant folder (the loader, the import guard)
+  derived again from the distribution's records and compared (RECORD can be rewritten
+  with the file it lists; this cannot);
+- the installed variant folder's bundle over its metadata.json and the signed digests
+  against the installed files, and the record its wheel carried
+  (``<dist-info>/kernel_wheels.verified.json``) against what verifies now.
+
+Which distributions are kernel wheels, and where their dist-info folders are, the target
+Python says (a probe, as ``local-kernels`` asks it); the files are read here.
+"""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from email.parser import HeaderParser
 from pathlib import Path
+from typing import Any
 
 from ..checks.proof import ProofResult, proof_of
-from ..errors import ProvenanceError
+from ..confine import file_name, shown
+from ..errors import EnvironmentProbeError, KernelWheelsError, ProvenanceError, UnsafeNameError
 from ..provenance import VERIFIED_FILE, Policy, Verification, enforce, verify_variant_folder
-from ..reading import read_json, read_text
+from ..reading import read_json, read_regular, read_text
+from .environment import run_probe_in_scratch, target_python
 from .installed import InstalledKernel, installed_kernels
+from .intact import changed_files
 
-
-def _record(kernel: InstalledKernel) -> Verification | None:
-    """The record of the wheel that installed ``kernel``: the dist-info beside its
-    package whose provenance names this variant folder."""
-    site = kernel.path.parent.parent
-    folder = f"{kernel.path.parent.name}/{kernel.path.name}"
-    for dist_info in sorted(site.glob("*.dist-info")):
-        try:
-            record = read_json(dist_info / "kernel_wheels.json", "a record", ValueError)
-            if not isinstance(record, dict) or record.get("variant_folder") != folder:
-                continue
-            return Verification.from_text(read_text(dist_info / VERIFIED_FILE, "a record", ValueError))
-        except (OSError, ValueError):
+#: Where each distribution with a provenance record keeps its dist-info folder.
+PROBE = r"""
+import importlib.metadata as metadata, json
+found = []
+for dist in metadata.distributions():
+    try:
+        if not dist.read_text("kernel_wheels.json"):
             continue
-    return None
+    except Exception:
+        continue
+    found.append({"name": dist.metadata["Name"], "version": dist.version,
+                  "root": str(dist.locate_file("")), "dist_info": str(getattr(dist, "_path", ""))})
+print(json.dumps(found))
+"""
+
+
+@dataclass(frozen=True)
+class _Records:
+    """What a kernel's dist-info says of it."""
+
+    dist_info: Path
+    provenance: dict[str, Any] | None
+    metadata: str | None
+    verified: Verification | None
+
+
+def _dist_infos(python: Path | None, timeout: float = 120) -> dict[tuple[str, str, str], Path]:
+    """(name, version, site folder) -> dist-info folder, as the target Python finds them."""
+    target = target_python(python)
+    rows = run_probe_in_scratch(target, PROBE, "list what is installed in", timeout)
+    if not isinstance(rows, list):
+        raise EnvironmentProbeError(f"unexpected answer from the Python at {target}")
+    found = {}
+    for row in rows:
+        if isinstance(row, dict) and all(isinstance(row.get(k), str) and row[k]
+                                         for k in ("name", "version", "root", "dist_info")):
+            found[(row["name"], row["version"], str(Path(row["root"])))] = Path(row["dist_info"])
+    return found
+
+
+def _read_records(dist_info: Path) -> _Records:
+    def read(name: str) -> str | None:
+        try:
+            return read_text(dist_info / name, "a record", ValueError)
+        except (OSError, ValueError):
+            return None
+
+    try:
+        provenance = read_json(dist_info / "kernel_wheels.json", "a record", ValueError)
+    except (OSError, ValueError):
+        provenance = None
+    verified = read(VERIFIED_FILE)
+    return _Records(dist_info, provenance if isinstance(provenance, dict) else None,
+                    read("METADATA"), Verification.from_text(verified) if verified else None)
+
+
+def _code(site: Path, records: _Records) -> tuple[list[tuple[str, str]], list[str]]:
+    """The loader and the import guard derived again and compared: (failures, what is
+    not derived: a distribution another kernel-wheels release made)."""
+    from ..checks.contract import other_release
+    from ..wheel.metadata import GENERATOR
+
+    record = records.provenance or {}
+    if record.get("generator") != GENERATOR:
+        return [], [other_release(record.get("generator"))]
+    try:
+        members = _derived_code(record, records.metadata or "")
+    except (KernelWheelsError, ValueError, TypeError, KeyError) as exc:
+        reason = exc.message if isinstance(exc, KernelWheelsError) else \
+            f"no {exc}" if isinstance(exc, KeyError) else str(exc)
+        return [("", f"the files kernel-wheels wrote cannot be derived again from its records: "
+                     f"{shown(reason, 200)}")], []
+    failures = []
+    for arcname, content in members:
+        try:
+            found = read_regular(site / arcname, "the installed file", ValueError, limit=1 << 20)
+        except (OSError, ValueError):
+            continue  # missing or unreadable: the RECORD comparison names it
+        if found != content:
+            failures.append((arcname, f"{arcname} differs from what kernel-wheels derives from "
+                                      "its records (the code that runs on import)"))
+    return failures, []
+
+
+def _derived_code(record: dict[str, Any], metadata: str) -> list[tuple[str, bytes]]:
+    """``(path, bytes)`` of the loader and (binary torch builds) the import guard, from
+    the provenance record and METADATA's name and version, as to-wheel wrote them."""
+    from packaging.version import Version
+
+    from ..kernel.variants import parse_variant
+    from ..wheel.guard import guard_member, needs_guard
+    from ..wheel.loader import loader_member
+    from ..wheel.plan import TagOptions, plan_wheel
+
+    module, folder = str(record["variant_folder"]).split("/")
+    variant = parse_variant(folder)
+    guarded = needs_guard(variant)
+    members = [loader_member(module, folder, str(record["layout"]), guarded)]
+    if guarded:
+        headers = HeaderParser().parsestr(metadata)
+        kernel_name, name = str(record["kernel_name"]), headers.get("Name")
+        label = record.get("variant_label")
+        plan = plan_wheel(variant, kernel_name, Version(str(headers.get("Version"))).public,
+                          TagOptions(), name if name != kernel_name else None,
+                          label if isinstance(label, str) else None)
+        if (guard := guard_member(variant, module, plan)) is not None:
+            members.append(guard)
+    return [(member.arcname, member.content or b"") for member in members]
+
+
+def _installed_failures(site: Path, package: str, records: _Records) -> tuple[list[str], list[str]]:
+    """What differs from what was installed (failures), and what is not derived again."""
+    changes = changed_files(site, records.dist_info / "RECORD", package)
+    derived, unproved = _code(site, records)
+    named = {name for name, _ in changes}
+    return [line for _, line in changes] + [line for name, line in derived if name not in named], \
+        unproved
+
+
+def _proof(kernel: InstalledKernel, records: _Records | None, policy: Policy) -> ProofResult:
+    """One installed kernel: its files against what was installed, its provenance under
+    ``policy``."""
+    unproved: list[str] = []
+    if records is None:
+        failures = [f"the Python does not say where {kernel.distribution}'s dist-info is: what "
+                    "was installed cannot be compared"]
+    else:
+        failures, unproved = _installed_failures(kernel.path.parent.parent, kernel.path.parent.name,
+                                                 records)
+    recorded = records.verified if records else None
+    name = recorded.kernel if recorded else (kernel.repo_id or kernel.distribution)
+    variant = recorded.variant if recorded else f"build/{kernel.variant}"
+    try:
+        now = verify_variant_folder(
+            kernel.path, name, replace(policy, require_trusted_publisher=False), variant=variant,
+            publisher=recorded.publisher if recorded else None,
+            trusted=recorded.trusted_publisher if recorded else None)
+    except ProvenanceError as exc:
+        return proof_of(kernel.distribution, kernel.path, (*failures, exc.message), (), None)
+    failures += recorded.differences(now) if recorded else []
+    try:
+        enforce(now, policy)
+    except ProvenanceError as exc:
+        failures.append(exc.message)
+    return proof_of(kernel.distribution, kernel.path, failures, unproved, now)
+
+
+def _unloadable(name: str, site: Path, records: _Records) -> ProofResult | None:
+    """A kernel wheel's distribution whose variant folder ``kernels`` cannot load (its
+    metadata.json is gone): what changed since it was installed (None: a distribution
+    of kernel-wheels 0.1's layout, which has no variant folder)."""
+    from ..wheel.derive import WHEEL_LAYOUT
+
+    record = records.provenance or {}
+    folder = record.get("variant_folder")
+    if record.get("wheel_layout") != WHEEL_LAYOUT or not isinstance(folder, str):
+        return None
+    package = folder.split("/", 1)[0]
+    try:
+        file_name(package, f"{name}'s record")
+    except UnsafeNameError as exc:
+        return proof_of(name, site, (exc.message,), (), None)
+    failures, _ = _installed_failures(site, package, records)
+    return proof_of(name, site / folder, failures or [f"{shown(folder, 200)} is no variant folder "
+                                                      "kernels can load"], (), None)
 
 
 def verify_installed(python: Path | None, policy: Policy) -> list[ProofResult]:
-    """``kernel-wheels verify --python PY``: each installed kernel's provenance under
-    ``policy``, where it is installed (``target``: its distribution)."""
+    """``kernel-wheels verify --python PY``: each installed kernel's files against what was
+    installed, and its provenance under ``policy``, where it is installed (``target``: its
+    distribution), sorted by distribution; a kernel wheel's distribution whose variant
+    folder is gone is a failure too."""
+    kernels = {(k.distribution, k.version, str(k.path.parent.parent)): k for k in installed_kernels(python)}
     found = []
-    for kernel in installed_kernels(python):
-        recorded = _record(kernel)
-        name = recorded.kernel if recorded else (kernel.repo_id or kernel.distribution)
-        variant = recorded.variant if recorded else f"build/{kernel.variant}"
-        try:
-            now = verify_variant_folder(
-                kernel.path, name, replace(policy, require_trusted_publisher=False), variant=variant,
-                publisher=recorded.publisher if recorded else None,
-                trusted=recorded.trusted_publisher if recorded else None)
-        except ProvenanceError as exc:
-            found.append(proof_of(kernel.distribution, kernel.path, (exc.message,), (), None))
-            continue
-        failures = recorded.differences(now) if recorded else []
-        try:
-            enforce(now, policy)
-        except ProvenanceError as exc:
-            failures.append(exc.message)
-        found.append(proof_of(kernel.distribution, kernel.path, failures, (), now))
-    return found
+    for key, dist_info in _dist_infos(python).items():
+        records = _read_records(dist_info)
+        kernel = kernels.pop(key, None)
+        if kernel is not None:
+            found.append(_proof(kernel, records, policy))
+        elif (broken := _unloadable(key[0], Path(key[2]), records)) is not None:
+            found.append(broken)
+    found += [_proof(kernel, None, policy) for kernel in kernels.values()]
+    return sorted(found, key=lambda result: result.target)

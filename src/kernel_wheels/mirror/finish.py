@@ -68,6 +68,8 @@ class FinishResult:
     repos_rendered: int = 0
     #: Warnings: pending records dropped (their repository does not own its project).
     dropped: list[str] = field(default_factory=list)
+    #: Published wheels removed because the policy refuses them: (repo, version, variant).
+    removed: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def object_keys(wheel: str) -> tuple[str, str]:
@@ -191,19 +193,24 @@ def needs_finish(store: Destination, hub_changes: bool) -> bool:
 
 
 def finish(store: Destination, listed: Mapping[str, RepoListing], touched: Iterable[str] = (), *,
-           prune: bool = False, workers: int = 1, write_pages: bool = True) -> FinishResult:
+           prune: bool = False, workers: int = 1, write_pages: bool = True,
+           remove: Mapping[str, Iterable[Removal]] | None = None) -> FinishResult:
     """Fold, yank or prune, write pages. ``listed``: repository -> what the Hub has now,
     for the repositories this run listed; ``touched``: those whose records the
     Hub's releases change, or with objects to delete (the plan knows); ``workers``:
     processes writing repositories' pages at once (0: one per CPU); ``write_pages``: False when
-    an index server lists the wheels (only the state is kept). Call it holding the
-    lease."""
+    an index server lists the wheels (only the state is kept); ``remove``: repository ->
+    the published wheels to remove (the policy refuses them), each removed as a pruned
+    one is (record, pages, then objects) if its record still names that wheel. Call it
+    holding the lease."""
     result = FinishResult()
+    remove = remove or {}
     pages = PagesRecord.load(store)
-    changed, targets, repos = _what_changes(store, pages, touched)
+    changed, targets, repos = _what_changes(store, pages, [*touched, *remove])
     repos = _drop_foreign_pending(store, pages, repos, result)
     _mark_unfinished(store, pages, changed, targets, repos)
-    jobs = [_RepoJob(store, repo, listed.get(repo), tuple(sorted(targets)), prune, write_pages)
+    jobs = [_RepoJob(store, repo, listed.get(repo), tuple(sorted(targets)), prune, write_pages,
+                     tuple(remove.get(repo, ())))
             for repo in repos]
     folded = _finish_repos(jobs, workers, pages, result)
     writer = _Writer(store)
@@ -296,6 +303,7 @@ def _finish_repos(jobs: list[_RepoJob], workers: int, pages: PagesRecord, result
             folded.with_garbage.append(repo)
         result.yanked += done.yanked
         result.pruned += done.pruned
+        result.removed += done.removed
         result.pages_written += done.written
         result.repos_rendered += 1
     return folded
@@ -321,6 +329,10 @@ def _remove_unlisted(store: Destination, pages: PagesRecord, folded: _Folded) ->
         _collect_garbage(store, repo)
 
 
+#: A published wheel to remove: (its record's key, the sha256 the policy refused).
+Removal = tuple[tuple[str, str, str], str]
+
+
 @dataclass(frozen=True)
 class _RepoJob:
     store: Destination
@@ -329,6 +341,7 @@ class _RepoJob:
     targets: tuple[str, ...]
     prune: bool
     pages: bool = True
+    remove: tuple[Removal, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -341,6 +354,7 @@ class _RepoDone:
     yanked: list[tuple[str, str]]
     pruned: list[tuple[str, str]]
     written: int
+    removed: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def _finish_repo(job: _RepoJob) -> _RepoDone:
@@ -350,6 +364,7 @@ def _finish_repo(job: _RepoJob) -> _RepoDone:
     store, repo, listing = job.store, job.repo, job.listing
     result = FinishResult()
     state, pending = _merged(store, repo, listing.versions if listing else None, job.prune, result)
+    removed = _remove_refused(state, job.remove)
     projects = frozenset(r.project for r in state.records.values())
     writer = _Writer(store)
     listed_now = render_repo(state, job.targets, writer) if job.pages else {}
@@ -360,7 +375,24 @@ def _finish_repo(job: _RepoJob) -> _RepoDone:
     whole = listing is not None and not state.garbage and all(r.yanked is None for r in records) \
         and covered_items(listing) == {(r.version, r.variant, r.commit) for r in records}
     return _RepoDone(repo, projects, listed_now, listing.digest if whole and listing else None,
-                     bool(state.garbage), result.yanked, result.pruned, writer.written)
+                     bool(state.garbage), result.yanked, result.pruned, writer.written, removed)
+
+
+def _remove_refused(state: RepoState, remove: Iterable[Removal]) -> list[tuple[str, str, str]]:
+    """The published wheels the policy refused, out of the state (their objects become
+    garbage: deleted once no page lists them), where the record still names the wheel
+    that was judged (a record replaced meanwhile is another wheel)."""
+    removed = []
+    for key, sha256 in remove:
+        record = state.records.get(key)
+        if record is None or record.sha256 != sha256:
+            continue
+        del state.records[key]
+        state.garbage.extend(object_keys(record.wheel))
+        removed.append(key)
+    keep = {k for r in state.records.values() for k in object_keys(r.wheel)}
+    state.garbage = [g for g in state.garbage if g not in keep]
+    return removed
 
 
 def _run_jobs(jobs: list[_RepoJob], workers: int) -> Iterator[_RepoDone]:

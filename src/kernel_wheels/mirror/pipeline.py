@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import glob
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,12 +23,13 @@ from ..kernel.selection import VariantFilter
 from ..kernel.versions import RequestKind, VersionRequest
 from ..network import NetworkSettings
 from ..provenance import Policy
-from .finish import FinishResult, decided_by_hub, finish, needs_finish
+from .finish import FinishResult, Removal, decided_by_hub, finish, needs_finish
 from .lease import DEFAULT_TTL, Lease
 from .listing import HubLister, RepoListing
 from .owners import Owners
 from .plan import Action, Item, Shard, VersionSelection, count_items, plan_repo
 from .progress import ItemDone, Listed, Message, Planned, Progress, silent
+from .published import Refused, judging, keep_passed, published_refusals
 from .state import (
     Known,
     PagesRecord,
@@ -64,8 +65,11 @@ class MirrorOptions:
     jobs: int = 0
     lease_ttl: float = DEFAULT_TTL
     lease_wait: float = 600.0
-    #: What each variant's provenance must prove (docs/provenance.md).
+    #: What each variant's provenance must prove (docs/provenance.md); under a stated
+    #: policy, what the destination already publishes is judged too (mirror/published.py).
     policy: Policy = field(default_factory=Policy)
+    #: Remove the published wheels the policy refuses (with their pages), not only say so.
+    remove_refused: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,8 @@ class Row:
     """One line of the final table."""
 
     #: added, replaced, moved, yanked, not-yanked (an index server: it cannot be told),
-    #: pruned, refused, planned
+    #: pruned, refused (a conversion, or a published wheel the policy refuses), removed
+    #: (a published wheel the policy refuses, with --remove-refused), planned
     status: str
     repo: str
     version: str
@@ -100,7 +105,7 @@ class MirrorResult:
 
     def to_dict(self) -> dict[str, Any]:
         statuses = ("planned", "added", "replaced", "skipped", "moved", "yanked", "not-yanked", "pruned",
-                    "refused")
+                    "refused", "removed")
         return {"destination": self.destination, "shard": self.shard, "dry_run": self.dry_run,
                 "counts": {s: self.count(s) for s in statuses},
                 "pages_written": self.pages_written,
@@ -110,9 +115,11 @@ class MirrorResult:
 def refuse_removals(options: MirrorOptions) -> None:
     """An index server's upload API can add files only: what would remove or replace one
     is refused (the CLI asks before listing anything)."""
-    if options.prune or options.replace_moved:
-        raise UsageError(f"{'--prune' if options.prune else '--replace-moved'}: an index server's upload "
-                         "API cannot remove or replace a file; mirror into a folder or bucket for that")
+    if options.prune or options.replace_moved or options.remove_refused:
+        option = "--prune" if options.prune else "--replace-moved" if options.replace_moved \
+            else "--remove-refused"
+        raise UsageError(f"{option}: an index server's upload API cannot remove or replace a file; "
+                         "mirror into a folder or bucket for that")
 
 
 def check_target(to: str, state: str | None, options: MirrorOptions) -> None:
@@ -171,10 +178,41 @@ def mirror(listings: Sequence[RepoListing], store: Destination, options: MirrorO
         return MirrorResult(where, str(options.shard), True, tuple(_sorted(rows)), 0, plan.skipped)
     rows = plan.rows + _convert_all(plan.work, listings, store, uploads, options, lister or HubLister(),
                                     progress)
-    done = _finish_under_lease(store, listings, plan.touched, options, uploads, progress)
-    rows += _hub_deletions(done, uploads)
+    refused = _published_refusals(listings, store, options, uploads, progress)
+    remove: dict[str, list[Removal]] = {}
+    if options.remove_refused:
+        for found in refused:
+            remove.setdefault(found.record.repo, []).append((found.record.key, found.record.sha256))
+    done = _finish_under_lease(store, listings, plan.touched, options, uploads, progress, remove)
+    rows += _hub_deletions(done, uploads) + _refusal_rows(refused, done)
     return MirrorResult(where, str(options.shard), False, tuple(_sorted(rows)), done.pages_written,
                         plan.skipped)
+
+
+def _published_refusals(listings: Sequence[RepoListing], store: Destination, options: MirrorOptions,
+                        uploads: WheelUploads, progress: Progress) -> list[Refused]:
+    """The wheels the destination publishes that the run's policy refuses (judged only
+    under a stated policy, and only where the mirror writes the pages: an index server's
+    files are its own)."""
+    if not uploads.writes_pages or not judging(options.policy, options.remove_refused):
+        return []
+    return published_refusals(store, listings, options.policy, options.versions, options.filters,
+                              options.shard, progress)
+
+
+def _refusal_rows(refused: list[Refused], done: FinishResult) -> list[Row]:
+    removed = set(done.removed)
+    rows = []
+    for found in refused:
+        record = found.record
+        if record.key in removed:
+            rows.append(Row("removed", record.repo, record.version, record.variant,
+                            f"{record.wheel}: {found.reason}"))
+        else:
+            rows.append(Row("refused", record.repo, record.version, record.variant,
+                            f"{record.wheel} is published, but the policy refuses it: {found.reason} "
+                            "(--remove-refused removes it)"))
+    return rows
 
 
 @dataclass
@@ -233,17 +271,20 @@ def _refuse_rivals(plan: _Plan, listings: Sequence[RepoListing], store: Destinat
 
 
 def _finish_under_lease(store: Destination, listings: Sequence[RepoListing], touched: list[str],
-                        options: MirrorOptions, uploads: WheelUploads, progress: Progress) -> FinishResult:
-    """Fold the records, yank or prune, write the pages: under the lease, and only when
-    that would change anything; a folder's temporary files cleaned before and after."""
+                        options: MirrorOptions, uploads: WheelUploads, progress: Progress,
+                        remove: Mapping[str, list[Removal]] | None = None) -> FinishResult:
+    """Fold the records, yank or prune, remove what the policy refuses (``remove``),
+    write the pages: under the lease, and only when that would change anything; a
+    folder's temporary files cleaned before and after."""
     done = FinishResult()
     if isinstance(store, (FolderDestination, KillingDestination)):
         store.clean_temp()
-    if needs_finish(store, bool(touched)):
+    if needs_finish(store, bool(touched or remove)):
         with Lease(store, ttl=options.lease_ttl, wait=options.lease_wait,
                    on_wait=lambda text: progress(Message(text))):
             done = finish(store, {listing.repo: listing for listing in listings}, touched,
-                          prune=options.prune, workers=options.jobs, write_pages=uploads.writes_pages)
+                          prune=options.prune, workers=options.jobs, write_pages=uploads.writes_pages,
+                          remove=remove)
         for text in done.dropped:
             progress(Message(f"warning: {text}"))
     if isinstance(store, (FolderDestination, KillingDestination)):
@@ -323,6 +364,8 @@ def _convert_release(planned: list[Action], store: Destination, uploads: WheelUp
         for wheel in result.wheels:
             action = names[wheel.variant.name]
             record = _upload(store, uploads, action.item, wheel.path)
+            if uploads.writes_pages and judging(options.policy, options.remove_refused):
+                keep_passed(store, options.policy, record.sha256)  # converted under the policy
             uploaded.append((action, record))
     order = list(names)
     return sorted(uploaded, key=lambda pair: order.index(pair[0].item.variant))

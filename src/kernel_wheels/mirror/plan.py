@@ -198,6 +198,15 @@ def count_items(listing: RepoListing, selection: VersionSelection, filters: Vari
     return count
 
 
+def in_part(repo: str, version: str, variant: str, selection: VersionSelection,
+            filters: VariantFilter, shard: Shard) -> bool:
+    """Whether an item the destination holds is in this run's part: its shard, a variant
+    the filters keep, a version in ``--versions`` (``--newest`` chooses among the Hub's
+    releases what to convert; it does not disown what is there)."""
+    return shard.owns(repo, version, variant) and _kept(variant, filters) and \
+        (selection.specifier is None or selection.specifier.contains(version, prereleases=True))
+
+
 def covered_items(listing: RepoListing) -> set[tuple[str, str, str]]:
     """(version, variant, commit) of every item of the listing a mirror can hold."""
     kept: dict[str, bool] = {}

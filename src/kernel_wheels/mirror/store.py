@@ -15,9 +15,11 @@ rate (:mod:`.s3http`) and ``--retries``; each failure is one line.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,6 +48,9 @@ MAX_OBJECT = 256 << 20
 MAX_LIST_PAGES = 1_000
 LIST_BOUNDS = Bounds(pages=MAX_LIST_PAGES, items=1_000_000, seconds=LISTING_SECONDS)
 _READ_CHUNK = 1 << 20
+#: The largest wheel a mirror reads back (to judge it): one PutObject's limit, so no
+#: wheel the mirror uploaded is larger.
+MAX_WHEEL = 5 * 10**9
 
 
 class Destination(Protocol):
@@ -75,6 +80,13 @@ class Destination(Protocol):
 
     def keys(self, prefix: str) -> Iterator[str]:
         """Every key under ``prefix`` (which ends with ``/``), in no particular order."""
+        ...
+
+    def local_copy(self, key: str, limit: int) -> contextlib.AbstractContextManager[Path | None]:
+        """The object as a local file while the block runs (None: there is none): a
+        folder's own file, a bucket's object downloaded to a temporary file, read no
+        further than ``limit`` bytes and one more (:data:`MAX_WHEEL` at most), so that a
+        larger object shows as larger without being read whole."""
         ...
 
 
@@ -210,6 +222,19 @@ class FolderDestination:
                 elif entry.is_file(follow_symlinks=False):
                     yield entry.path[strip:]
 
+    @contextlib.contextmanager
+    def local_copy(self, key: str, limit: int) -> Iterator[Path | None]:
+        """The file itself (never a link, a FIFO or a device: refused, one line)."""
+        path = self._path(key)
+        try:
+            info = os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            yield None
+            return
+        if not stat.S_ISREG(info.st_mode):
+            raise DistributionError(f"{self.description}: {key} is not a regular file")
+        yield path
+
     def clean_temp(self) -> None:
         """Temporary files of processes that are gone (a killed run's)."""
         folder = self.root / TEMP_DIR
@@ -319,6 +344,33 @@ class S3Destination:
             raise self._failed("reading", key, exc) from None
         finally:
             body.close()
+
+    @contextlib.contextmanager
+    def local_copy(self, key: str, limit: int) -> Iterator[Path | None]:
+        """The object downloaded to a temporary file (removed after the block)."""
+        try:
+            answer = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+        except self.client.exceptions.NoSuchKey:
+            yield None
+            return
+        except Exception as exc:
+            raise self._failed("reading", key, exc) from None
+        body = answer["Body"]
+        with tempfile.TemporaryDirectory(prefix="kernel-wheels-mirror-") as folder:
+            path = Path(folder) / key.rsplit("/", 1)[-1]
+            left = min(limit, MAX_WHEEL) + 1
+            try:
+                with path.open("wb") as out:
+                    while left > 0 and (chunk := body.read(min(_READ_CHUNK, left))):
+                        out.write(chunk)
+                        left -= len(chunk)
+            except OSError:
+                raise
+            except Exception as exc:
+                raise self._failed("reading", key, exc) from None
+            finally:
+                body.close()
+            yield path
 
     def put(self, key: str, data: bytes, *, if_absent: bool = False) -> bool:
         extra = {"IfNoneMatch": "*"} if if_absent else {}
@@ -504,6 +556,9 @@ class KillingDestination:
 
     def keys(self, prefix: str) -> Iterator[str]:
         return self.inner.keys(prefix)
+
+    def local_copy(self, key: str, limit: int) -> contextlib.AbstractContextManager[Path | None]:
+        return self.inner.local_copy(key, limit)
 
     def clean_temp(self) -> None:
         if isinstance(self.inner, FolderDestination):

@@ -10,13 +10,14 @@ matches it.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..confine import shown
 from ..errors import UsageError
-from ..reading import not_a_file, parse_toml, read_text
+from ..reading import not_a_file, parse_toml, read_regular, read_text
 
 if TYPE_CHECKING:
     from sigstore.verify.policy import VerificationPolicy
@@ -101,6 +102,21 @@ class Policy:
                    trust_remote_code=bool(raw["trust_remote_code"]),
                    require_clean=bool(raw["require_clean"]),
                    trusted_repos=tuple(raw["trusted_repos"]))
+
+    def fingerprint(self) -> str:
+        """A digest of everything this policy decides by (its trusted root's bytes too,
+        not only its path): a verdict kept under one fingerprint holds for that policy
+        alone (``serve``'s cache, a mirror's destination)."""
+        import hashlib
+
+        text = json.dumps(self.to_dict(), sort_keys=True)
+        if self.trusted_root is not None:
+            try:
+                text += hashlib.sha256(read_regular(self.trusted_root, "the trusted root",
+                                                    UsageError)).hexdigest()
+            except OSError as exc:
+                raise UsageError(f"--trusted-root {self.trusted_root}: {exc.strerror or exc}") from None
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
 
     def accepts_untrusted(self, repo_id: str | None) -> bool:
         """Whether an untrusted (or unknown) publisher passes this policy."""

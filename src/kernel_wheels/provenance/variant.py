@@ -19,7 +19,7 @@ from functools import partial
 from pathlib import Path
 
 from ..confine import Refusal, shown
-from ..errors import MetadataError, ProvenanceError
+from ..errors import MetadataError, ProvenanceError, UntrustedPublisherError
 from ..kernel.digest import algorithms, digest_folder
 from ..reading import parse_json, read_regular
 from .policy import Policy
@@ -131,8 +131,9 @@ def enforce(verification: Verification, policy: Policy) -> Verification:
     if verification.trusted_publisher is not True and not policy.accepts_untrusted(kernel):
         why = ("is not a trusted publisher on the Hub" if verification.trusted_publisher is False
                else "could not be confirmed as a trusted publisher")
-        raise _refuse(kernel, variant, f"publisher '{shown(verification.publisher or '?')}' {why} "
-                                       "(--trust-remote-code accepts it)")
+        raise UntrustedPublisherError(f"{kernel} {variant}: publisher "
+                                      f"'{shown(verification.publisher or '?')}' {why} "
+                                      "(--trust-remote-code accepts it)")
     if policy.require_clean and verification.build.dirty:
         raise _refuse(kernel, variant, "built from a dirty git tree (uncommitted changes) and the "
                                        "policy requires clean builds")

@@ -256,7 +256,8 @@ class Handlers:
         if form is None:
             return _line(406, f"no acceptable form; this index serves {SUPPORTED}")
         listing = await self.catalog.current(kernel)  # ListingUnavailableError: a 502
-        wheels = for_target(listing.wheels, target)
+        # Only what the policy admits: the catalog's refusals, the cached wheels' verdicts.
+        wheels = for_target(await self.conversions.admitted(listing.wheels), target)
         if not wheels:
             where = f"for {target.key}" if target else "yet"
             return _line(404, f"no wheel of {kernel.project} {where}")
@@ -366,7 +367,7 @@ def list_at_startup(settings: ServeSettings, events: EventLog) -> dict[str, str]
     with ThreadPoolExecutor(min(_LISTING_THREADS, len(settings.kernels)),
                             thread_name_prefix="kw-startup") as pool:
         catalog = Catalog(settings.kernels, HubListing(repositories), cache.listing_path,
-                          settings.ttl, events, SingleFlight(pool))
+                          settings.ttl, events, SingleFlight(pool), policy=settings.policy)
         return catalog.list_unknown(pool)
 
 
@@ -387,7 +388,7 @@ def create_app(settings: ServeSettings, events: EventLog | None = None,
                                       thread_name_prefix="kw-listing")
     conversion_pool = ThreadPoolExecutor(settings.conversions, thread_name_prefix="kw-conversion")
     catalog = Catalog(settings.kernels, HubListing(listing_sources), cache.listing_path,
-                      settings.ttl, events, SingleFlight(listing_pool))
+                      settings.ttl, events, SingleFlight(listing_pool), policy=settings.policy)
     conversions = Conversions(cache, catalog, conversion_sources, events,
                               SingleFlight(conversion_pool), BackOff(), settings.policy)
     handlers = Handlers(catalog, cache, conversions, events, (listing_pool, conversion_pool))

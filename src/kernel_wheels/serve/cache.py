@@ -5,6 +5,10 @@ Layout (``CACHE`` is ``--cache``)::
     CACHE/wheels/<commit>/<wheel>            the wheel; its presence means "complete"
     CACHE/wheels/<commit>/<wheel>.metadata   its METADATA (the PEP 658 file)
     CACHE/wheels/<commit>/<wheel>.json       its facts: sha256, size, metadata sha256
+    CACHE/wheels/<commit>/<wheel>.verdict.json  the verdict under the last policy that judged
+                                             it (a digest of the policy, and why it refuses the
+                                             wheel, or null); without the wheel: a conversion
+                                             that policy refused
     CACHE/locks/<commit>/<wheel>.lock        held while the wheel is being made
     CACHE/locks/<commit>/<wheel>.failed      the last failure, for its back-off window
     CACHE/listings/<org>--<name>.json        the last Hub listing of each kernel
@@ -82,6 +86,20 @@ class CacheUsage:
 
 def _facts_path(wheel: Path) -> Path:
     return wheel.with_name(wheel.name + ".json")
+
+
+#: A wheel's files besides itself, removed with it.
+_EXTRAS = (".metadata", ".json", ".verdict.json")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a policy decided of a wheel (a cached one, or a conversion it refused)."""
+
+    #: Which policy (``Policy.fingerprint``).
+    policy: str
+    #: Why it refuses the wheel; None: the wheel passes.
+    refusal: str | None
 
 
 class WheelCache:
@@ -184,6 +202,27 @@ class WheelCache:
             return None
         return failure if time.time() < failure.until else None
 
+    def verdict(self, commit: str, filename: str) -> Verdict | None:
+        """The verdict last recorded for the wheel (by any process), if any."""
+        path = self._named("wheels", commit, f"{filename}.verdict.json")
+        try:
+            policy, refusal = read_json(path, "a cache record", ValueError)
+            if not isinstance(policy, str) or not (refusal is None or isinstance(refusal, str)):
+                return None
+        except (OSError, ValueError, TypeError):
+            return None
+        return Verdict(policy, refusal.splitlines()[0] if refusal else None)
+
+    def record_verdict(self, commit: str, filename: str, verdict: Verdict) -> None:
+        """Keep a verdict for the other worker processes and the next start (a rename:
+        a reader sees the whole record or none)."""
+        path = self._inside("wheels", commit, f"{filename}.verdict.json")
+        temp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}")
+        with contextlib.suppress(OSError):  # a full disk: the verdict is asked again
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temp.write_text(json.dumps([verdict.policy, verdict.refusal]))
+            os.replace(temp, path)
+
     def clear_failure(self, commit: str, filename: str) -> None:
         with contextlib.suppress(OSError):
             self._inside("locks", commit, f"{filename}.failed").unlink()
@@ -230,7 +269,7 @@ class WheelCache:
                 except OSError:
                     continue  # evicted by another process meanwhile
                 size = stat.st_size
-                for extra in (".metadata", ".json"):
+                for extra in _EXTRAS:
                     with contextlib.suppress(OSError):
                         size += os.stat(entry.path + extra).st_size
                 entries.append((stat.st_mtime_ns, size, Path(entry.path)))
@@ -256,7 +295,7 @@ class WheelCache:
             for _used, size, path in entries:
                 if total <= self.limit:
                     break
-                for victim in (path, path.with_name(path.name + ".metadata"), _facts_path(path)):
+                for victim in (path, *(path.with_name(path.name + extra) for extra in _EXTRAS)):
                     with contextlib.suppress(FileNotFoundError):
                         victim.unlink()  # the wheel first: without it the entry is gone
                 total -= size

@@ -21,6 +21,13 @@ checked the same way. Two release tags that spell one version on different commi
 (``v1.1.2`` and ``v1.01.2``) are listed once and marked ambiguous: their wheels are
 refused, never converted.
 
+Under a policy that requires a signature or a trusted publisher (docs/provenance.md), the
+listing also says what the Hub can tell before any conversion: which variant folders hold
+a Sigstore bundle (one listing of ``build/`` per new commit, kept with the listing), and
+the publisher's ``trustedKernelPublisher`` flag (asked on each refresh; the last answer
+kept when the Hub gives none). A wheel the policy refuses for either is marked
+``refused``: no page lists it, and a request for it is answered with the reason.
+
 Requests wait for a refresh on the event loop (:class:`~kernel_wheels.serve.flight.SingleFlight`):
 one refresh per kernel runs in a pool of its own, and a request that already knows a
 listing waits for it at most ``patience`` seconds before being answered from the one it
@@ -36,7 +43,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
 from pathlib import Path
 from typing import Protocol
@@ -53,11 +60,12 @@ from ..errors import (
     VariantError,
 )
 from ..hub.client import open_client
-from ..hub.listing import HubRelease, repository_releases
+from ..hub.listing import HubRelease, repository_releases, signed_variants
 from ..hub.repository import HubRepository
 from ..kernel.variants import parse_variant
 from ..kernel.versions import tag_version
 from ..network import NetworkSettings
+from ..provenance import Policy
 from ..reading import parse_json, read_text
 from ..wheel.plan import TagOptions, plan_wheel
 from .flight import SingleFlight
@@ -68,8 +76,8 @@ from .settings import Kernel
 RETRY_AFTER_FAILURE = 30.0
 #: How long a request that knows a listing waits for its refresh before using it.
 REFRESH_PATIENCE = 5.0
-_LISTING_FORMAT = 2
-_READABLE_FORMATS = (1, 2)
+_LISTING_FORMAT = 3
+_READABLE_FORMATS = (1, 2, 3)
 
 
 class Hub(Protocol):
@@ -78,6 +86,14 @@ class Hub(Protocol):
     def releases(self, repo_id: str, known: Mapping[str, tuple[str, ...]]) -> list[HubRelease]:
         """The kernel's releases, each with the folders under ``build/`` at its commit;
         ``known``: {commit: variants} listed before (a commit's never change)."""
+        ...
+
+    def signed_variants(self, repo_id: str, commit: str) -> tuple[str, ...]:
+        """The variant folders at ``commit`` that hold a Sigstore bundle."""
+        ...
+
+    def publisher_trust(self, repo_id: str) -> bool | None:
+        """The Hub's trusted-publisher flag of the kernel's namespace (None: no answer)."""
         ...
 
 
@@ -92,6 +108,12 @@ class HubListing:
 
     def releases(self, repo_id: str, known: Mapping[str, tuple[str, ...]]) -> list[HubRelease]:
         return repository_releases(self.repositories[repo_id], known)
+
+    def signed_variants(self, repo_id: str, commit: str) -> tuple[str, ...]:
+        return signed_variants(self.repositories[repo_id], commit)
+
+    def publisher_trust(self, repo_id: str) -> bool | None:
+        return self.repositories[repo_id].client.publisher_flag(repo_id.split("/")[0])
 
 
 def listing_repositories(kernels: Iterable[Kernel], repo_type: str | None, network: NetworkSettings,
@@ -120,6 +142,9 @@ class ServedWheel:
     requires_python: str
     #: Why the wheel is refused without a conversion (two tags spell its version).
     ambiguity: str | None = None
+    #: Why the policy refuses it, known from the Hub's listing before any conversion (no
+    #: bundle where a signature is required, a publisher that is not trusted).
+    refused: str | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +154,8 @@ class Release:
     variants: tuple[str, ...]
     #: Other tags that spell the same version on other commits: (tag, commit).
     rivals: tuple[tuple[str, str], ...] = ()
+    #: The variants that hold a Sigstore bundle (None: not asked).
+    signed: tuple[str, ...] | None = None
 
     def ambiguity(self, repo_id: str) -> str | None:
         if not self.rivals:
@@ -141,10 +168,12 @@ class Release:
 
 
 def checked_release(where: str, tag: object, commit: object, variants: Iterable[object],
-                    rivals: Iterable[Sequence[object]] = ()) -> Release:
+                    rivals: Iterable[Sequence[object]] = (),
+                    signed: Iterable[object] | None = None) -> Release:
     """A release from a Hub answer or a stored listing (``where``), every name checked
     (:mod:`kernel_wheels.confine`): the commit becomes a folder of the cache, and a
-    variant's name a filter and part of a file name."""
+    variant's name a filter and part of a file name (``signed``: the variants that hold
+    a bundle, None when not asked)."""
     if not isinstance(tag, str) or tag_version(tag) is None:
         raise UnsafeNameError(f"{where}: {shown(repr(tag))} is not a release tag")
     checked_rivals = []
@@ -155,7 +184,9 @@ def checked_release(where: str, tag: object, commit: object, variants: Iterable[
         checked_rivals.append((rival_tag, commit_id(rival_commit, f"{where} (tag {rival_tag})")))
     return Release(tag, commit_id(commit, f"{where} (tag {tag})"),
                    tuple(file_name(v, f"{where} (build/ at {tag})") for v in variants),
-                   tuple(checked_rivals))
+                   tuple(checked_rivals),
+                   None if signed is None else tuple(file_name(v, f"{where} (build/ at {tag})")
+                                                     for v in signed))
 
 
 @dataclass(frozen=True)
@@ -168,10 +199,15 @@ class KernelListing:
     listed_at: float
     #: Why the last refresh failed, while this listing is served stale.
     stale_reason: str | None = None
+    #: The Hub's trusted-publisher flag (None: not asked, or no answer yet).
+    trusted_publisher: bool | None = None
+    #: What a wheel must prove to be served (what the Hub's listing can tell of it).
+    policy: Policy = field(default_factory=Policy, compare=False)
 
     @cached_property
     def wheels(self) -> tuple[ServedWheel, ...]:
         wheels = []
+        publisher = self._publisher_refusal()
         for release in self.releases:
             version = str(tag_version(release.tag))
             ambiguity = release.ambiguity(self.kernel.repo_id)
@@ -187,8 +223,26 @@ class KernelListing:
                 except UnsafeNameError:
                     continue
                 wheels.append(ServedWheel(plan.filename, self.kernel, release.tag, version,
-                                          release.commit, name, plan.requires_python, ambiguity))
+                                          release.commit, name, plan.requires_python, ambiguity,
+                                          publisher or self._signature_refusal(release, name)))
         return tuple(wheels)
+
+    def _publisher_refusal(self) -> str | None:
+        repo = self.kernel.repo_id
+        if self.trusted_publisher is True or self.policy.accepts_untrusted(repo):
+            return None
+        why = ("is not a trusted publisher on the Hub" if self.trusted_publisher is False
+               else "could not be confirmed as a trusted publisher")
+        return f"{repo}: publisher '{repo.split('/')[0]}' {why} (--trust-remote-code accepts it)"
+
+    def _signature_refusal(self, release: Release, variant: str) -> str | None:
+        if not self.policy.require_signature or (release.signed is not None and variant in release.signed):
+            return None
+        if release.signed is None:
+            return (f"{self.kernel.repo_id} build/{variant}: whether it is signed is not known yet "
+                    "(the Hub's listing of build/ was not read) and the policy requires a signature")
+        return (f"{self.kernel.repo_id} build/{variant}: unsigned (no metadata.json.sigstore) and "
+                "the policy requires a signature")
 
     @cached_property
     def by_filename(self) -> dict[str, ServedWheel]:
@@ -200,22 +254,28 @@ class KernelListing:
 
     def to_json(self) -> str:
         return json.dumps({"format": _LISTING_FORMAT, "repo": self.kernel.repo_id,
-                           "listed_at": self.listed_at,
-                           "releases": [[r.tag, r.commit, list(r.variants), [list(x) for x in r.rivals]]
+                           "listed_at": self.listed_at, "trusted_publisher": self.trusted_publisher,
+                           "releases": [[r.tag, r.commit, list(r.variants), [list(x) for x in r.rivals],
+                                         None if r.signed is None else list(r.signed)]
                                         for r in self.releases]})
 
     @classmethod
-    def from_json(cls, kernel: Kernel, text: str) -> KernelListing | None:
-        """The stored listing (this format, or the one before it, without rivals); None
-        for another format or kernel. A name in it that could lead outside the cache is
-        an :class:`UnsafeNameError`, as it would be from the Hub."""
+    def from_json(cls, kernel: Kernel, text: str, policy: Policy | None = None) -> KernelListing | None:
+        """The stored listing (this format, or one before it: without rivals, without
+        bundles and the publisher's flag); None for another format or kernel. A name in
+        it that could lead outside the cache is an :class:`UnsafeNameError`, as it would
+        be from the Hub."""
         data = parse_json(text)
         if data.get("format") not in _READABLE_FORMATS or data.get("repo") != kernel.repo_id:
             return None
         where = f"the stored listing of {kernel.repo_id}"
-        releases = tuple(checked_release(where, row[0], row[1], row[2], row[3] if len(row) > 3 else ())
+        releases = tuple(checked_release(where, row[0], row[1], row[2], row[3] if len(row) > 3 else (),
+                                         row[4] if len(row) > 4 else None)
                          for row in data["releases"])
-        return cls(kernel, releases, float(data["listed_at"]))
+        trusted = data.get("trusted_publisher")
+        return cls(kernel, releases, float(data["listed_at"]),
+                   trusted_publisher=trusted if isinstance(trusted, bool) else None,
+                   policy=policy or Policy())
 
 
 @dataclass(frozen=True)
@@ -247,8 +307,12 @@ class Catalog:
 
     def __init__(self, kernels: Sequence[Kernel], hub: Hub, store: Callable[[str], Path],
                  ttl: float, events: EventLog, refreshes: SingleFlight[str, KernelListing],
-                 clock: Callable[[], float] = time.time, patience: float = REFRESH_PATIENCE) -> None:
+                 clock: Callable[[], float] = time.time, patience: float = REFRESH_PATIENCE,
+                 policy: Policy | None = None) -> None:
         self.kernels = {k.project: k for k in kernels}
+        #: What a listed wheel must prove (what the Hub's listing tells of it, before any
+        #: conversion): docs/provenance.md.
+        self.policy = policy or Policy()
         self.hub, self.store, self.ttl = hub, store, ttl
         self.events, self.clock = events, clock
         self.refreshes, self.patience = refreshes, patience
@@ -366,7 +430,7 @@ class Catalog:
         if known is None:
             state.failure = reason
             raise ListingUnavailableError(f"cannot list {kernel.repo_id}: {reason}")
-        state.listing = KernelListing(known.kernel, known.releases, known.listed_at, reason)
+        state.listing = replace(known, stale_reason=reason)
         return state.listing
 
     def forget(self, kernel: Kernel) -> None:
@@ -374,7 +438,7 @@ class Catalog:
         state = self._state[kernel.repo_id]
         with state.lock:
             if state.listing is not None:
-                state.listing = KernelListing(state.listing.kernel, state.listing.releases, 0.0)
+                state.listing = replace(state.listing, listed_at=0.0, stale_reason=None)
 
     def status(self) -> dict[str, int]:
         health = self.health()
@@ -402,6 +466,8 @@ class Catalog:
         Tags of one version: one release, ambiguous if they are on different commits."""
         asked_at = self.clock()
         known_variants = {r.commit: r.variants for r in known.releases} if known else {}
+        known_signed = {r.commit: r.signed for r in known.releases if r.signed is not None} \
+            if known else {}
         releases = []
         for found in self.hub.releases(kernel.repo_id, known_variants):
             tagged = found.release
@@ -410,7 +476,11 @@ class Catalog:
                 self.events.write("release-skipped", repo=kernel.repo_id, tag=tagged.tag,
                                   reason=found.no_builds)
             variants = self._names(kernel, tagged.tag, found.variants)
-            releases.append(Release(tagged.tag, checked.commit, variants, checked.rivals))
+            signed = known_signed.get(checked.commit)
+            if signed is None and self.policy.require_signature and variants:
+                signed = self._names(kernel, tagged.tag,
+                                     self.hub.signed_variants(kernel.repo_id, checked.commit))
+            releases.append(Release(tagged.tag, checked.commit, variants, checked.rivals, signed))
         if known is None or [(r.tag, r.commit) for r in known.releases] != \
                 [(r.tag, r.commit) for r in releases]:
             self.events.write("listed", repo=kernel.repo_id,
@@ -419,7 +489,16 @@ class Catalog:
         for release in releases:
             if (ambiguity := release.ambiguity(kernel.repo_id)) is not None:
                 self.events.write("ambiguous-version", repo=kernel.repo_id, reason=ambiguity)
-        return KernelListing(kernel, tuple(releases), asked_at)
+        return KernelListing(kernel, tuple(releases), asked_at,
+                             trusted_publisher=self._publisher(kernel, known), policy=self.policy)
+
+    def _publisher(self, kernel: Kernel, known: KernelListing | None) -> bool | None:
+        """The Hub's flag of now, where the policy needs it; the last answer when the
+        Hub gives none (docs/provenance.md: the answer of now, else the kept one)."""
+        if self.policy.accepts_untrusted(kernel.repo_id):
+            return known.trusted_publisher if known else None
+        now = self.hub.publisher_trust(kernel.repo_id)
+        return now if now is not None else (known.trusted_publisher if known else None)
 
     def _names(self, kernel: Kernel, tag: str, names: Iterable[str]) -> tuple[str, ...]:
         """The variant names that are plain file names (never a path, never a filter)."""
@@ -437,7 +516,7 @@ class Catalog:
     def _load(self, kernel: Kernel) -> KernelListing | None:
         try:
             return KernelListing.from_json(kernel, read_text(self._path(kernel), "a cached listing",
-                                                             ListingUnavailableError))
+                                                             ListingUnavailableError), self.policy)
         except KernelWheelsError as exc:  # a hostile name in it, or a link planted for it
             self.events.write("listing-refused", repo=kernel.repo_id, reason=exc.message)
             return None

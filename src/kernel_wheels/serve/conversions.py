@@ -26,14 +26,22 @@ next start if the process died. Every failure is remembered for a back-off windo
 check failure for ``failure_ttl``, a Hub failure for ``hub_backoff``), in this process and
 in the lock folder for the others, so that the requests and retries arriving meanwhile
 get its answer at once and cause no new attempt. A wheel whose version two tags spell is
-refused before any conversion.
+refused before any conversion, and so is one the catalog knows the policy refuses.
+
+Every file served passes the server's policy, cached or not (docs/provenance.md): a
+conversion runs under it; a wheel found in the cache that this policy has not judged (one
+cached under another policy, by an earlier run) is judged by the one verdict
+(:func:`kernel_wheels.checks.verdict.judge_wheel`) before it is listed or sent, once, the
+verdict kept beside it; and a conversion the policy refused is kept as a verdict too, so
+that no page lists that file afterwards. (A refusal for the publisher's trust is not kept:
+the Hub's answer may change; the catalog asks it on every refresh.)
 """
 
 from __future__ import annotations
 
 import time
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -48,8 +56,10 @@ from ..errors import (
     AmbiguousVersionError,
     KernelWheelsError,
     NetworkError,
+    ProvenanceError,
     SourceError,
     UnsafeNameError,
+    UntrustedPublisherError,
     WheelUnavailableError,
 )
 from ..hub.failures import unusable
@@ -61,7 +71,7 @@ from ..kernel.versions import RequestKind, VersionRequest
 from ..provenance import Policy
 from ..sources import FetchedVariant, KernelSource
 from ..wheel.plan import TagOptions, macos_version_for
-from .cache import CachedWheel, StoredFailure, WheelCache
+from .cache import CachedWheel, StoredFailure, Verdict, WheelCache
 from .catalog import Catalog, ServedWheel
 from .flight import FailureMemory, SingleFlight
 from .logs import EventLog
@@ -154,6 +164,57 @@ class Conversions:
         self.failures: FailureMemory[WheelKey] = FailureMemory()
         #: Requests now awaiting a conversion (on the event loop: no lock needed).
         self.waiting = 0
+        self.policy_key = self.policy.fingerprint()
+        #: Why the policy refuses each wheel judged so far (None: it passes).
+        self.verdicts: dict[WheelKey, str | None] = {}
+
+    # -- what the policy admits --------------------------------------------------------
+    def _known_verdict(self, wheel: ServedWheel) -> tuple[bool, str | None]:
+        """(whether the policy's verdict on the wheel is known, why it refuses it),
+        without judging: the catalog's refusal, one remembered or recorded in the cache,
+        or none for a wheel not made yet (its conversion runs under the policy)."""
+        if wheel.refused is not None:
+            return True, wheel.refused
+        key = (wheel.commit, wheel.filename)
+        if key in self.verdicts:
+            return True, self.verdicts[key]
+        recorded = self.cache.verdict(*key)
+        if recorded is not None and recorded.policy == self.policy_key:
+            self.verdicts[key] = recorded.refusal
+            return True, recorded.refusal
+        return self.cache.lookup(*key) is None, None
+
+    def refusal(self, wheel: ServedWheel) -> str | None:
+        """Why the policy refuses the wheel (None: it may be listed and sent); a cached
+        wheel this policy has not judged yet is judged now (blocks: call it in a thread)."""
+        known, refusal = self._known_verdict(wheel)
+        if known:
+            return refusal
+        cached = self.cache.lookup(wheel.commit, wheel.filename)
+        if cached is None:  # evicted meanwhile: converted again under the policy
+            return None
+        from ..checks.verdict import judge_wheel
+
+        report = judge_wheel(cached.path, policy=self.policy)
+        refusal = None if report.passed else \
+            f"{wheel.filename} (cached) fails under this server's policy: {report.first_failure()}"
+        self._keep(wheel, refusal)
+        if refusal is not None:
+            self.events.write("cached-refused", wheel=wheel.filename, reason=refusal)
+        return refusal
+
+    async def admitted(self, wheels: Sequence[ServedWheel]) -> list[ServedWheel]:
+        """The wheels the policy admits, for a page: cached wheels not judged yet are
+        judged in a worker thread (once: the verdict is kept), the rest on the event loop
+        from what is known."""
+        unjudged = [w for w in wheels if not self._known_verdict(w)[0]]
+        if unjudged:
+            await run_in_threadpool(lambda: [self.refusal(w) for w in unjudged])
+        return [w for w in wheels if self._known_verdict(w)[1] is None]
+
+    def _keep(self, wheel: ServedWheel, refusal: str | None) -> None:
+        self.verdicts[(wheel.commit, wheel.filename)] = refusal
+        self.cache.record_verdict(wheel.commit, wheel.filename, Verdict(self.policy_key, refusal))
 
     async def open(self, wheel: ServedWheel, metadata: bool = False) -> OpenedFile:
         """The wheel (or its ``.metadata`` file), converted first if it is not cached.
@@ -161,6 +222,8 @@ class Conversions:
         without one."""
         if wheel.ambiguity is not None:
             raise AmbiguousVersionError(wheel.ambiguity)
+        if wheel.refused is not None:
+            raise WheelUnavailableError(wheel.refused, upstream=False)
         key = (wheel.commit, wheel.filename)
         for _attempt in range(_OPEN_ATTEMPTS):
             opened = await run_in_threadpool(self._open_cached, wheel, metadata)
@@ -180,6 +243,10 @@ class Conversions:
                                     upstream=False)
 
     def _open_cached(self, wheel: ServedWheel, metadata: bool) -> OpenedFile | None:
+        """The cached file opened, if the policy admits it (judged first, if it was cached
+        under another policy); a refusal is the policy's reason."""
+        if (refusal := self.refusal(wheel)) is not None:
+            raise WheelUnavailableError(refusal, upstream=False)
         cached = self.cache.lookup(wheel.commit, wheel.filename)
         return self._open(cached, metadata) if cached is not None else None
 
@@ -268,6 +335,8 @@ class Conversions:
                 facts, metadata = read_facts(made[0])
                 # ``commit`` is the Hub's word again: place() checks it before any write.
                 cached = self.cache.place(commit, made[0], facts, metadata)
+                if commit == wheel.commit:  # made under this policy: it passes it
+                    self._keep(wheel, None)
         except WheelUnavailableError as exc:
             self._failed(wheel, exc.message, started)
             raise
@@ -277,6 +346,12 @@ class Conversions:
             message = f"cannot make {wheel.filename}: {exc.message}"
             self._failed(wheel, message, started)
             raise WheelUnavailableError(message, upstream=True) from None
+        except ProvenanceError as exc:  # the policy refuses the build: for good at this commit
+            message = f"cannot make {wheel.filename}: {exc.message.splitlines()[0]}"
+            self._failed(wheel, message, started)
+            if not isinstance(exc, UntrustedPublisherError):  # the Hub's answer may change
+                self._keep(wheel, message)
+            raise WheelUnavailableError(message, upstream=False) from None
         except KernelWheelsError as exc:  # the conversion or a check
             message = f"cannot make {wheel.filename}: {exc.message.splitlines()[0]}"
             self._failed(wheel, message, started)

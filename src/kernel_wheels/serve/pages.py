@@ -31,8 +31,9 @@ def for_target(wheels: Sequence[ServedWheel], target: Target | None) -> list[Ser
     """What an index lists: everything for the root index (``target`` None), else the
     one build per release and platform that a machine of ``target`` should get. A
     release that two tags spell on different commits is on no page: its files are
-    refused (502), and an installer would pick it as the newest and fail."""
-    wheels = [w for w in wheels if w.ambiguity is None]
+    refused (502), and an installer would pick it as the newest and fail; nor is a wheel
+    the policy refuses (its ``refused`` reason)."""
+    wheels = [w for w in wheels if w.ambiguity is None and w.refused is None]
     if target is None:
         return list(wheels)
     by_name = {w.filename: w for w in wheels}
