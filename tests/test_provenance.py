@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -555,6 +556,50 @@ def test_verify_installed_compares_every_file_with_its_record(cpu_build: Path, t
     assert "__pycache__" not in changed.stdout and ".pyc" not in changed.stdout
     report = json.loads(run_cli("verify", "--python", python, "--json", check=False).stdout)
     assert [(row["proof"], len(row["failures"])) for row in report] == [("failed", 4)]
+
+
+#: Run in the kernel's venv: a .pyc for SOURCE holding other code, with SOURCE's own mtime
+#: and size in its header, so that the import runs it instead of the source.
+_PLANT_PYC = """
+import importlib._bootstrap_external as external, importlib.util, os, sys
+source = sys.argv[1]
+found = os.stat(source)
+code = compile("import os\\nopen(os.environ['KW_MARK'], 'a').write('ran')\\n", source, "exec")
+with open(importlib.util.cache_from_source(source), "wb") as stream:
+    stream.write(external._code_to_timestamp_pyc(code, found.st_mtime, found.st_size))
+"""
+
+
+def test_verify_installed_finds_byte_code_python_would_run_instead_of_the_source(
+        cpu_build: Path, tmp_path: Path) -> None:
+    """A .pyc in __pycache__ whose header matches the installed source (so import runs it,
+    and the source is never read) but whose code is another: verify --python compiles the
+    source in the target Python and compares; a sourceless .pyc beside the package's files
+    is named too. Caches that are stale (an edited source) or match are not findings."""
+    source = tmp_path / "k"
+    shutil.copytree(cpu_build, source / "build" / cpu_build.name)
+    assert to_wheel(source, tmp_path / "out").returncode == 0
+    python = make_venv(tmp_path / "venv")
+    _install("uv", python, next((tmp_path / "out").glob("*.whl")))
+    site = Path(json.loads(run_cli("verify", "--python", python, "--json").stdout)[0]["path"]).parent.parent
+    ops = site / "img2gray" / cpu_build.name / "_ops.py"
+    subprocess.run([str(python), "-m", "compileall", "-q", str(site / "img2gray")], check=True, capture_output=True)
+    assert run_cli("verify", "--python", python).returncode == 0  # caches that match: fine
+    subprocess.run([str(python), "-c", _PLANT_PYC, str(ops)], check=True, capture_output=True)
+    mark = tmp_path / "mark"
+    load = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('ops', sys.argv[1]); "
+            "spec.loader.exec_module(importlib.util.module_from_spec(spec))")  # as import loads it
+    subprocess.run([str(python), "-c", load, str(ops)], check=True, capture_output=True,
+                   env={**os.environ, "KW_MARK": str(mark)})
+    assert mark.read_text() == "ran"  # the planted byte-code ran, the source did not
+    (site / "img2gray" / "helper.pyc").write_bytes(b"\0" * 16)
+    proc = run_cli("verify", "--python", python, check=False)
+    assert proc.returncode == 1 and proc.stdout.startswith("FAILED img2gray: "), proc.stdout
+    pyc = f"img2gray/{cpu_build.name}/__pycache__/_ops.{sys.implementation.cache_tag}.pyc"
+    assert f"{pyc} is byte-code that is not what the source beside it compiles to: Python would run " \
+           "it instead of the source" in proc.stdout, proc.stdout
+    assert "img2gray/helper.pyc is byte-code outside __pycache__, which Python imports where no source " \
+           "is" in proc.stdout, proc.stdout
 
 
 def _policy(tmp_path: Path) -> Path:

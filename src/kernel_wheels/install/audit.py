@@ -31,18 +31,73 @@ from .environment import run_probe_in_scratch, target_python
 from .installed import InstalledKernel, installed_kernels
 from .intact import changed_files
 
-#: Where each distribution with a provenance record keeps its dist-info folder.
+#: Where each distribution with a provenance record keeps its dist-info folder, and the
+#: byte-code in its package that this Python would run instead of the source: a ``.pyc``
+#: outside ``__pycache__`` (imported where no source is), or one in ``__pycache__`` for
+#: this interpreter whose code is not what the source beside it compiles to (compiled
+#: here, in the target Python, and compared as code objects: file names aside).
 PROBE = r"""
-import importlib.metadata as metadata, json
+import importlib.metadata as metadata, importlib.util, json, marshal, os, sys
+
+def used(data, source, text):
+    # Whether this Python's import would run the .pyc for its source, as importlib decides:
+    # its magic number; a timestamp pyc when the source's mtime and size are the ones it
+    # records; a hash pyc that checks its source when the source's hash is the one it
+    # records, and always one that does not check.
+    if data[:4] != importlib.util.MAGIC_NUMBER or len(data) < 16:
+        return False
+    flags = int.from_bytes(data[4:8], "little")
+    if flags & 1:
+        return not flags & 2 or data[8:16] == importlib.util.source_hash(text)
+    stat = os.stat(source)
+    return data[8:12] == (int(stat.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") and \
+        data[12:16] == (stat.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+
+def stale(folder):
+    found = []
+    for base, _dirs, files in os.walk(folder):
+        for name in sorted(files):
+            if not name.endswith((".pyc", ".pyo")):
+                continue
+            path = os.path.join(base, name)
+            if os.path.basename(base) != "__pycache__":
+                found.append([path, "sourceless"])
+                continue
+            stem, _, rest = name.partition(".")
+            tag = rest.rsplit(".", 1)[0].split(".")
+            if tag[0] != sys.implementation.cache_tag:
+                continue
+            source = os.path.join(os.path.dirname(base), stem + ".py")
+            if not os.path.isfile(source):
+                continue
+            level = {"opt-1": 1, "opt-2": 2}.get(tag[1] if len(tag) > 1 else "", 0)
+            try:
+                with open(path, "rb") as stream:
+                    data = stream.read(1 << 24)
+                with open(source, "rb") as stream:
+                    text = stream.read(1 << 24)
+                if not used(data, source, text):
+                    continue  # stale: Python compiles the source again instead
+                ours = compile(text, source, "exec", dont_inherit=True, optimize=level)
+                if marshal.loads(data[16:]) != ours:
+                    found.append([path, "differs"])
+            except Exception:
+                found.append([path, "unreadable"])
+    return found
+
 found = []
 for dist in metadata.distributions():
     try:
-        if not dist.read_text("kernel_wheels.json"):
+        text = dist.read_text("kernel_wheels.json")
+        if not text:
             continue
+        package = str(json.loads(text).get("variant_folder", "")).split("/")[0]
     except Exception:
         continue
-    found.append({"name": dist.metadata["Name"], "version": dist.version,
-                  "root": str(dist.locate_file("")), "dist_info": str(getattr(dist, "_path", ""))})
+    root = str(dist.locate_file(""))
+    code = stale(os.path.join(root, package)) if package and package.isidentifier() else []
+    found.append({"name": dist.metadata["Name"], "version": dist.version, "root": root,
+                  "dist_info": str(getattr(dist, "_path", "")), "byte_code": code})
 print(json.dumps(found))
 """
 
@@ -57,8 +112,20 @@ class _Records:
     verified: Verification | None
 
 
-def _dist_infos(python: Path | None, timeout: float = 120) -> dict[tuple[str, str, str], Path]:
-    """(name, version, site folder) -> dist-info folder, as the target Python finds them."""
+#: What the probe says of a ``.pyc`` Python would run instead of its source.
+_BYTE_CODE = {
+    "sourceless": "is byte-code outside __pycache__, which Python imports where no source is "
+                  "(no kernel wheel installs one)",
+    "differs": "is byte-code that is not what the source beside it compiles to: Python would "
+               "run it instead of the source",
+    "unreadable": "is byte-code this Python cannot read or compare with its source",
+}
+
+
+def _dist_infos(python: Path | None,
+                timeout: float = 120) -> dict[tuple[str, str, str], tuple[Path, tuple[str, ...]]]:
+    """(name, version, site folder) -> (dist-info folder, what is wrong with the byte-code
+    of its package), as the target Python finds them."""
     target = target_python(python)
     rows = run_probe_in_scratch(target, PROBE, "list what is installed in", timeout)
     if not isinstance(rows, list):
@@ -67,8 +134,19 @@ def _dist_infos(python: Path | None, timeout: float = 120) -> dict[tuple[str, st
     for row in rows:
         if isinstance(row, dict) and all(isinstance(row.get(k), str) and row[k]
                                          for k in ("name", "version", "root", "dist_info")):
-            found[(row["name"], row["version"], str(Path(row["root"])))] = Path(row["dist_info"])
+            root = Path(row["root"])
+            answered = row.get("byte_code")
+            code: list[Any] = answered if isinstance(answered, list) else []
+            lines = tuple(f"{shown(_relative(root, str(path)), 200)} {_BYTE_CODE[why]}"
+                          for path, why in (entry for entry in code if isinstance(entry, list)
+                                            and len(entry) == 2 and entry[1] in _BYTE_CODE))
+            found[(row["name"], row["version"], str(root))] = (Path(row["dist_info"]), lines)
     return found
+
+
+def _relative(root: Path, path: str) -> str:
+    found = Path(path)
+    return found.relative_to(root).as_posix() if found.is_relative_to(root) else path
 
 
 def _read_records(dist_info: Path) -> _Records:
@@ -150,9 +228,10 @@ def _installed_failures(site: Path, package: str, records: _Records) -> tuple[li
         unproved
 
 
-def _proof(kernel: InstalledKernel, records: _Records | None, policy: Policy) -> ProofResult:
-    """One installed kernel: its files against what was installed, its provenance under
-    ``policy``."""
+def _proof(kernel: InstalledKernel, records: _Records | None, policy: Policy,
+           byte_code: tuple[str, ...] = ()) -> ProofResult:
+    """One installed kernel: its files against what was installed (and its byte-code
+    against its sources), its provenance under ``policy``."""
     unproved: list[str] = []
     if records is None:
         failures = [f"the Python does not say where {kernel.distribution}'s dist-info is: what "
@@ -160,6 +239,7 @@ def _proof(kernel: InstalledKernel, records: _Records | None, policy: Policy) ->
     else:
         failures, unproved = _installed_failures(kernel.path.parent.parent, kernel.path.parent.name,
                                                  records)
+    failures += byte_code
     recorded = records.verified if records else None
     name = recorded.kernel if recorded else (kernel.repo_id or kernel.distribution)
     variant = recorded.variant if recorded else f"build/{kernel.variant}"
@@ -205,11 +285,11 @@ def verify_installed(python: Path | None, policy: Policy) -> list[ProofResult]:
     folder is gone is a failure too."""
     kernels = {(k.distribution, k.version, str(k.path.parent.parent)): k for k in installed_kernels(python)}
     found = []
-    for key, dist_info in _dist_infos(python).items():
+    for key, (dist_info, byte_code) in _dist_infos(python).items():
         records = _read_records(dist_info)
         kernel = kernels.pop(key, None)
         if kernel is not None:
-            found.append(_proof(kernel, records, policy))
+            found.append(_proof(kernel, records, policy, byte_code))
         elif (broken := _unloadable(key[0], Path(key[2]), records)) is not None:
             found.append(broken)
     found += [_proof(kernel, None, policy) for kernel in kernels.values()]
