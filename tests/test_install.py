@@ -313,10 +313,28 @@ def test_install_backend_cpu_on_a_cuda_torch(index_url: str) -> None:
     cuda_python = cuda_venv_python()  # fails (not skips) without the CUDA torch venv
     refused = run_cli("install", "kw-hub", "-i", index_url, "--python", cuda_python,
                       "--dry-run", env=pip_env(), check=False)
-    line = one_line_error(refused, "no wheel of kw-hub fits", "--backend cpu")
+    line = one_line_error(refused, "no wheel of kw-hub fits", "a CPU build fits this torch",
+                          "--backend cpu")
     assert "cu130" in line
     chosen = run_cli("install", "kw-hub", "-i", index_url, "--python", cuda_python,
                      "--dry-run", "--backend", "cpu", "--json", env=pip_env())
     document = json.loads(chosen.stdout)
     assert document["chosen"]["wheel"].startswith("kw_hub-1.0.0+")
     assert document["environment"]["target"].endswith("-cpu")
+
+
+def test_install_no_backend_cpu_hint_when_the_cpu_build_is_for_another_torch(
+        index_url: str) -> None:
+    """img2gray's only CPU build is for torch 2.13; the CUDA venv's torch is 2.14: the
+    error says that build does not fit either, and does not offer --backend cpu (which
+    would fail again)."""
+    cuda_python = cuda_venv_python()
+    refused = run_cli("install", "img2gray", "-i", index_url, "--python", cuda_python,
+                      "--dry-run", env=pip_env(), check=False)
+    line = one_line_error(refused, "no wheel of img2gray fits",
+                          "the CPU build there (torch213-cxx11-cpu-x86_64-linux) does not fit "
+                          "this torch either")
+    assert "--backend cpu" not in line
+    again = run_cli("install", "img2gray", "-i", index_url, "--python", cuda_python,
+                    "--dry-run", "--backend", "cpu", env=pip_env(), check=False)
+    one_line_error(again, "no wheel of img2gray fits")  # what the hint would have led to

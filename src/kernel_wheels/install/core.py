@@ -27,7 +27,7 @@ import subprocess
 import tempfile
 import zipfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from email.parser import BytesHeaderParser
 from pathlib import Path
 from typing import Any
@@ -75,6 +75,9 @@ class Choice:
     why: tuple[str, ...]
     #: The GPU step: the GPU and what each CUDA build holds for it (install/gpu.py).
     gpu: GpuChoice | None = None
+    #: Nothing fits a GPU torch: the file ``--backend cpu`` would choose (a CPU build that
+    #: fits this torch's version, C++ ABI, Python and platform), or None.
+    cpu_fit: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -540,9 +543,12 @@ def _install_probed(requirements: Sequence[Requirement], settings: IndexSettings
             say(f"--backend {options.backend}: choosing builds for {chosen_on.target_key}")
         choices = [(choose(requirement, files, chosen_on, settings.pre, gpu), where)
                    for requirement, (files, where) in zip(requirements, listed, strict=True)]
-        unfit = [choice for choice, _ in choices if choice.chosen is None]
+        unfit = [(choice, requirement, files) for (choice, _), requirement, (files, _)
+                 in zip(choices, requirements, listed, strict=True) if choice.chosen is None]
         if unfit:
-            return [InstallResult(choice, (), False) for choice in unfit]
+            return [InstallResult(_with_cpu_fit(choice, requirement, files, settings.pre, gpu),
+                                  (), False)
+                    for choice, requirement, files in unfit]
         with tempfile.TemporaryDirectory(prefix="kernel-wheels-install-") as scratch:
             return _install_chosen(choices, environment, installed, Path(scratch), settings,
                                    options.installer, options.dry_run, options.no_deps, secrets,
@@ -550,6 +556,19 @@ def _install_probed(requirements: Sequence[Requirement], settings: IndexSettings
     finally:
         for place in places:
             place.close()
+
+
+def _with_cpu_fit(choice: Choice, requirement: Requirement, files: Sequence[IndexFile],
+                  pre: bool, gpu: Gpu | None) -> Choice:
+    """``choice`` (nothing fits) with the file ``--backend cpu`` would choose, when torch
+    is built for a GPU: the error then names that option only when taking it works."""
+    target = choice.environment.target
+    if target is None or target.backend == "cpu":
+        return choice
+    on_cpu = choose(requirement, files, choice.environment.on_backend("cpu"), pre, gpu)
+    if on_cpu.chosen is None:
+        return choice
+    return replace(choice, cpu_fit=on_cpu.chosen.file.filename)
 
 
 @dataclass(frozen=True)

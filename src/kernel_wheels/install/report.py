@@ -49,14 +49,19 @@ def unfit(results: Sequence[InstallResult], *, backend: str | None, several: boo
 
 
 def _backend_hint(choice: Choice, backend: str | None) -> str:
-    """A CPU build is there but torch is built for a GPU: say how to take it."""
+    """Nothing fits a GPU torch: point at ``--backend cpu`` only when a CPU build fits this
+    torch (version, C++ ABI, Python, platform); CPU builds that do not are named as such."""
     target = choice.environment.target
     if backend is not None or target is None or target.backend == "cpu":
         return ""
-    cpu_builds = [d for d in choice.decisions
-                  if d.wheel is not None and d.wheel.variant is not None
-                  and d.wheel.variant.backend == "cpu"]
-    if not cpu_builds:
+    if choice.cpu_fit is not None:
+        return (f" (a CPU build fits this torch: --backend cpu runs it on this "
+                f"{target.backend_tag} torch)")
+    builds = sorted({d.wheel.variant.name for d in choice.decisions
+                     if d.wheel is not None and d.wheel.variant is not None
+                     and d.wheel.variant.backend == "cpu"})
+    if not builds:
         return ""
-    return (f" (a CPU build is there: --backend cpu runs it on this {target.backend_tag} "
-            "torch)")
+    several = len(builds) > 1
+    return (f" (the CPU build{'s' if several else ''} there ({', '.join(builds)}) "
+            f"{'do' if several else 'does'} not fit this torch either)")
