@@ -449,8 +449,13 @@ def test_install_refuses_with_one_line_naming_the_gpu(build_wheels: dict[str, Pa
     assert line == (f"kernel-wheels: error: no wheel of gpucode fits: no build runs on the GPU, compute "
                     f"capability 9.0: {wheel} holds sm_80")
     bad = run_cli("install", "gpucode", "--no-index", "-f", build_wheels["sm80"], "--python", cuda_python(),
-                  "--gpu-arch", "sm_90", "--dry-run", check=False)
-    one_line_error(bad, "--gpu-arch 'sm_90' is not a compute capability such as 8.0, 8.6 or 9.0", status=2)
+                  "--gpu-arch", "sm_90a", "--dry-run", check=False)
+    one_line_error(bad, "--gpu-arch 'sm_90a' is not a compute capability such as 8.0, 8.6 or 9.0", status=2)
+    # nvcc's spelling of the GPU is the same GPU
+    for spelling in ("sm_90", "compute_90"):
+        same = run_cli("install", "gpucode", "--no-index", "-f", build_wheels["sm80"], "--python", cuda_python(),
+                       "--gpu-arch", spelling, "--dry-run", check=False)
+        assert one_line_error(same, status=1) == line
 
 
 @pytest.fixture(scope="module")

@@ -115,6 +115,54 @@ def test_dry_run_json_and_file_urls(site: Path, venv: Path) -> None:
                           capture_output=True).returncode != 0
 
 
+def test_dry_run_would_run_line_is_pasteable(site: Path, venv: Path, tmp_path: Path) -> None:
+    """The "would run" line, pasted into a shell with KW_INSTALL_TMP set to a folder
+    holding what the line says (a path with a space: every argument is quoted), installs
+    the chosen file; -q prints no decision and no such line."""
+    proc = run_cli("install", "img2gray==1.1.2", "--index-url", (site / "simple").as_uri(),
+                   "--python", venv, "--dry-run", env=pip_env())
+    line = next(x for x in proc.stderr.splitlines() if x.startswith("dry run: would run "))
+    command = line.removeprefix("dry run: would run ")
+    assert "kernel-wheels-install-" not in command  # no removed temporary folder named
+    assert '"$KW_INSTALL_TMP"/constraints.txt' in command
+    assert f"with KW_INSTALL_TMP a folder holding constraints.txt (torch==2.13.0+cpu) and links-0/ " \
+           f"with {CPU_WHEEL}" in proc.stderr
+    folder = tmp_path / "my install tmp"
+    (folder / "links-0").mkdir(parents=True)
+    (folder / "constraints.txt").write_text("torch==2.13.0+cpu\n")
+    (folder / "links-0" / CPU_WHEEL).write_bytes(next(site.rglob(CPU_WHEEL)).read_bytes())
+    try:
+        pasted = subprocess.run(["sh", "-c", command], capture_output=True, text=True,
+                                env={**pip_env(), "KW_INSTALL_TMP": str(folder)})
+        assert pasted.returncode == 0, pasted.stderr
+        assert subprocess.run([str(venv), "-c", "import img2gray"],
+                              capture_output=True).returncode == 0
+    finally:
+        uninstall(venv)
+    quiet = run_cli("install", "img2gray==1.1.2", "--index-url", (site / "simple").as_uri(),
+                    "--python", venv, "--dry-run", "-q", env=pip_env())
+    assert quiet.stdout == "" and "would run" not in quiet.stderr
+    assert "chose" not in quiet.stderr
+
+
+def test_install_gpu_arch_is_checked_first_and_warned_about_on_a_cpu_torch(
+        site: Path, venv: Path) -> None:
+    with HostileIndex() as gone:
+        closed = gone.base
+    bad = run_cli("install", "img2gray", "--index-url", closed + "simple/", "--python", venv,
+                  "--gpu-arch", "sm90", "--dry-run", env=pip_env(), check=False)
+    one_line_error(bad, "--gpu-arch 'sm90' is not a compute capability", status=2)
+    assert "127.0.0.1" not in bad.stderr  # not read: the bad option is said first
+    for spelling in ("9.0", "sm_90", "compute_90"):
+        proc = run_cli("install", "img2gray==1.1.2", "--index-url", (site / "simple").as_uri(),
+                       "--python", venv, "--gpu-arch", spelling, "--dry-run", "--json", "-q",
+                       env=pip_env())
+        assert json.loads(proc.stdout)["gpu"]["capability"] == "9.0"
+        warnings = [x for x in proc.stderr.splitlines() if x.startswith("warning:")]
+        assert warnings == [f"warning: --gpu-arch {spelling} is not used: torch 2.13.0+cpu has "
+                            "no CUDA or ROCm, so no GPU build is chosen"], proc.stderr
+
+
 def test_install_errors_are_one_line(base_url: str, venv: Path, tmp_path: Path) -> None:
     bare = make_venv(tmp_path / "no-torch")
     cases = [

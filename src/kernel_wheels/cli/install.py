@@ -54,10 +54,14 @@ def register(commands: Commands) -> argparse.ArgumentParser:
     ins.add_argument("--installer", choices=["pip", "uv"], default="pip",
                      help="what installs the chosen file into the target Python (default: pip)")
     ins.add_argument("--gpu-arch", metavar="ARCH",
-                     help="the GPU to install for: a compute capability (9.0) or an AMD target ID "
+                     help="the GPU to install for: a compute capability (9.0, or nvcc's sm_90, "
+                          "compute_90) or an AMD target ID "
                           "(gfx942, gfx942:sramecc+:xnack-) (default: torch's current GPU in the "
                           "target Python; no GPU: not checked)")
-    ins.add_argument("--dry-run", action="store_true", help="choose and explain, install nothing")
+    ins.add_argument("--dry-run", action="store_true",
+                     help="choose and explain, install nothing; prints the installer's command, "
+                          "with \"$KW_INSTALL_TMP\" for a folder you make holding "
+                          "constraints.txt and links-N/ with the chosen file")
     ins.add_argument("--json", action="store_true", help="print the decision as JSON on stdout")
     add_policy(ins)
     ins.add_argument("--timeout", type=float, metavar="SECONDS",
@@ -113,8 +117,11 @@ def run(args: argparse.Namespace) -> int:
     from ..install.core import install_many
     from ..install.report import install_document, unfit
     from ..install.requirements import read_requirements
+    from ..kernel.gpu_target import parse_gpu_arch
     from ..remote.index_settings import IndexFlags, environment_prefix, resolve
 
+    if args.gpu_arch is not None:
+        parse_gpu_arch(args.gpu_arch)  # first: a bad --gpu-arch is said before anything is read
     flags = IndexFlags(args.index_url, tuple(args.extra_index_url), tuple(args.find_links),
                        args.no_index, args.pre, args.cert, args.client_cert, args.keyring_provider)
     requirements = list(args.requirements)
@@ -131,8 +138,8 @@ def run(args: argparse.Namespace) -> int:
         raise refused.error
     if args.json:
         out(json.dumps(install_document(results), indent=2))
-    for result in results:
-        _tell(result, args)
+    for index, result in enumerate(results):
+        _tell(result, index, args)
     return 0
 
 
@@ -145,11 +152,14 @@ def _options(args: argparse.Namespace) -> InstallOptions:
                           no_deps=args.no_deps, policy=policy(args), gpu_arch=args.gpu_arch)
 
 
-def _tell(result: InstallResult, args: argparse.Namespace) -> None:
-    """What was chosen and why (stdout, unless --json), and what was done."""
+def _tell(result: InstallResult, index: int, args: argparse.Namespace) -> None:
+    """What was chosen and why (stdout, unless --json or -q), and what was done."""
+    from ..install.core import DRY_RUN_FOLDER
+    from ..install.report import shell_line
+
     choice = result.choice
     assert choice.chosen is not None
-    if not args.json:
+    if not args.json and not args.quiet:
         out(f"chose {choice.chosen.file.filename}")
         for line in choice.why:
             out(f"  why: {line}")
@@ -161,4 +171,7 @@ def _tell(result: InstallResult, args: argparse.Namespace) -> None:
                       f"{choice.environment.torch_version} unchanged (none of its {result.torch_files} "
                       "recorded files in what the installer recorded writing)")
     else:
-        args.progress("dry run: would run " + " ".join((*result.index_env, *result.command)))
+        args.progress("dry run: would run " + shell_line(result))
+        args.progress(f"  with {DRY_RUN_FOLDER[1:]} a folder holding constraints.txt (torch=="
+                      f"{choice.environment.torch_version}) and links-{index}/ with "
+                      f"{choice.chosen.file.filename}")

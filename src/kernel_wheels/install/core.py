@@ -46,7 +46,7 @@ from ..errors import (
 )
 from ..index.targets import KernelWheel, Target, parse_kernel_wheel, preference, rejection
 from ..index.wheelfacts import read_facts
-from ..kernel.gpu_target import Gpu
+from ..kernel.gpu_target import Gpu, parse_gpu_arch
 from ..progress import Progress, as_progress
 from ..provenance import Policy
 from ..redaction import quoted, redact, strip_userinfo
@@ -62,6 +62,10 @@ from .torch_record import torch_changes, torch_record
 
 Place = SimpleClient | LocalLinks | PageLinks
 INSTALLERS = ("pip", "uv")
+#: What a dry run's installer command names instead of the private folder (removed when
+#: install returns): a folder the user makes, holding ``constraints.txt`` (``torch==`` the
+#: installed version) and ``links-N/`` with the N-th chosen file.
+DRY_RUN_FOLDER = "$KW_INSTALL_TMP"
 
 
 @dataclass(frozen=True)
@@ -508,6 +512,8 @@ def install_many(requirement_texts: Sequence[str], settings: IndexSettings,
     say = as_progress(progress)
     if options.installer not in INSTALLERS:
         raise UsageError(f"--installer must be one of {', '.join(INSTALLERS)}")
+    if options.gpu_arch is not None:
+        parse_gpu_arch(options.gpu_arch)  # a bad --gpu-arch: said before anything is read
     requirements = parse_requirements(requirement_texts)
     if options.installer == "uv":
         _uv()  # uv missing: a usage error now, not after the probe
@@ -541,6 +547,8 @@ def _install_probed(requirements: Sequence[Requirement], settings: IndexSettings
         chosen_on = environment.on_backend(options.backend)
         if chosen_on is not environment:
             say(f"--backend {options.backend}: choosing builds for {chosen_on.target_key}")
+        if options.gpu_arch is not None and (gpu_unused := _gpu_arch_unused(options, chosen_on)):
+            say(f"warning: --gpu-arch {options.gpu_arch} is not used: {gpu_unused}")
         choices = [(choose(requirement, files, chosen_on, settings.pre, gpu), where)
                    for requirement, (files, where) in zip(requirements, listed, strict=True)]
         unfit = [(choice, requirement, files) for (choice, _), requirement, (files, _)
@@ -571,6 +579,16 @@ def _with_cpu_fit(choice: Choice, requirement: Requirement, files: Sequence[Inde
     return replace(choice, cpu_fit=on_cpu.chosen.file.filename)
 
 
+def _gpu_arch_unused(options: InstallOptions, chosen_on: Environment) -> str | None:
+    """Why a --gpu-arch cannot matter (no GPU build is chosen for this torch), or None."""
+    target = chosen_on.target
+    if target is None or target.backend in ("cuda", "rocm"):
+        return None
+    if options.backend is not None:
+        return f"--backend {options.backend} chooses builds for {chosen_on.target_key}"
+    return f"torch {chosen_on.torch_version} has no CUDA or ROCm, so no GPU build is chosen"
+
+
 @dataclass(frozen=True)
 class _Planned:
     """One chosen kernel on its way in: where its file is, where it goes, the argv."""
@@ -592,6 +610,8 @@ def _install_chosen(choices: Sequence[tuple[Choice, dict[str, Place]]], environm
     runs; then install every kernel's dependencies, then the kernels, torch pinned; torch
     proven unchanged by the RECORDs the installer wrote (:mod:`.torch_record`)."""
     constraints = _constraints(scratch, environment)
+    # A dry run's commands name the folder the user makes (the private one is removed).
+    folder = Path(DRY_RUN_FOLDER) if dry_run else scratch
     shown_env = tuple(f"{name}={_shown(value, secrets)}" for name, value in
                       index_environment(installer, settings).items())
     planned = []
@@ -601,7 +621,8 @@ def _install_chosen(choices: Sequence[tuple[Choice, dict[str, Place]]], environm
         links = scratch / f"links-{index}"
         links.mkdir()
         pinned = f"{choice.project}=={choice.chosen.wheel.version}"
-        command = installer_command(installer, environment, pinned, links, constraints)
+        command = installer_command(installer, environment, pinned, folder / links.name,
+                                    folder / constraints.name)
         place = where[file.url]
         planned.append(_Planned(choice, place, file, download_path(place, file, links), pinned,
                                 tuple(command)))

@@ -3,11 +3,12 @@ wheel, the error and each file's reason for not fitting."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import NoMatchingWheelError
-from .core import Choice, InstallResult
+from .core import DRY_RUN_FOLDER, Choice, InstallResult
 
 
 def install_document(results: Sequence[InstallResult]) -> dict[str, object]:
@@ -65,3 +66,20 @@ def _backend_hint(choice: Choice, backend: str | None) -> str:
     several = len(builds) > 1
     return (f" (the CPU build{'s' if several else ''} there ({', '.join(builds)}) "
             f"{'do' if several else 'does'} not fit this torch either)")
+
+
+def shell_line(result: InstallResult) -> str:
+    """The installer's command as one line a POSIX shell runs as it stands: its
+    variables (``NAME=value``) and every argument quoted; a dry run's folder is
+    ``"$KW_INSTALL_TMP"`` (:data:`~.core.DRY_RUN_FOLDER`), expanded by the shell."""
+    words = []
+    for assignment in result.index_env:
+        name, _, value = assignment.partition("=")
+        words.append(f"{name}={shlex.quote(value)}")
+    for argument in result.command:
+        if argument == DRY_RUN_FOLDER or argument.startswith(DRY_RUN_FOLDER + "/"):
+            rest = argument[len(DRY_RUN_FOLDER):]
+            words.append(f'"{DRY_RUN_FOLDER}"' + (shlex.quote(rest) if rest else ""))
+        else:
+            words.append(shlex.quote(argument))
+    return " ".join(words)

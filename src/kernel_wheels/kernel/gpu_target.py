@@ -9,7 +9,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UsageError
-from .gpu_archs import GpuCode, amd_runs_on, parse_amd_target, parse_capability, runs_on
+from .gpu_archs import (
+    GpuCode,
+    amd_runs_on,
+    parse_amd_target,
+    parse_capability,
+    parse_code_name,
+    runs_on,
+)
 
 
 @dataclass(frozen=True)
@@ -41,10 +48,15 @@ def parse_gpu_arch(text: str) -> Gpu:
     # An NVIDIA GPU is one capability, without a suffix or PTX, that nvcc's names can name.
     if capability is not None and not capability.suffix and not capability.ptx and capability.code:
         return Gpu(capability.plain, "--gpu-arch")
+    # nvcc's spelling of the same GPU: sm_90 or compute_90 (one GPU: no a/f suffix).
+    code = parse_code_name(given)
+    if code is not None and not code.suffix:
+        return Gpu(code.capability, "--gpu-arch")
     if parse_amd_target(given) is not None:
         return Gpu(given, "--gpu-arch")
-    raise UsageError(f"--gpu-arch '{text}' is not a compute capability such as 8.0, 8.6 or 9.0, "
-                     "nor an AMD GPU target such as gfx90a or gfx942:sramecc+:xnack-")
+    raise UsageError(f"--gpu-arch '{text}' is not a compute capability such as 8.0, 8.6 or 9.0 "
+                     "(or nvcc's sm_90, compute_90), nor an AMD GPU target such as gfx90a or "
+                     "gfx942:sramecc+:xnack-")
 
 
 @dataclass(frozen=True)
