@@ -433,10 +433,12 @@ def test_help_and_one_line_errors(tmp_path: Path) -> None:
             (["--kernels", "drbh/img2gray", "--auth-file", str(tmp_path / "nope")], 1,
              f"cannot read {tmp_path / 'nope'}: No such file or directory"),
             (["--kernels", "drbh/img2gray", "--port", port, "--cache", str(tmp_path / "c")], 1,
-             f"cannot listen on 127.0.0.1:{port}: Address already in use"),
+             f"port {port} is in use on 127.0.0.1: choose another with --port"),
         ]
         for args, code, message in cases:
             proc = run_cli("serve", *args, check=False, env={"KERNEL_WHEELS_CACHE": str(tmp_path)})
             assert proc.returncode == code, (args, proc.stderr)
             assert proc.stderr.strip().splitlines()[-1] == f"kernel-wheels: error: {message}", args
             assert "Traceback" not in proc.stderr
+            if "--port" in args:  # said before anything else is logged: the one line
+                assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

@@ -20,6 +20,7 @@ next start removes (its lock is free). Stopping on a signal is a normal end (exi
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import resource
 import signal
@@ -50,7 +51,13 @@ def listen(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        if exc.errno == errno.EADDRINUSE:
+            raise ServeError(f"port {port} is in use on {host}: choose another with --port") from None
+        if exc.errno == errno.EACCES and port < 1024:
+            raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror} (a port below 1024 "
+                             "needs privileges: choose another with --port)") from None
+        raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror or exc} (check --host "
+                         "and --port)") from None
     sock.set_inheritable(True)
     return sock
 
