@@ -446,6 +446,18 @@ def test_an_index_server_gets_the_wheels_and_a_folder_keeps_the_state(
         again = as_json(mirror(*args, env=env))
         assert again["counts"]["added"] == 0 and again["counts"]["skipped"] == 3
         assert {p.name: p.stat().st_mtime_ns for p in packages.iterdir()} == uploaded  # nothing uploaded
+        assert again["pages_written"] is None  # the server lists the wheels: no pages
+
+        # A new state (lost, or another machine's): the files are on the server already,
+        # and the run says so instead of "added"; its summary speaks of no pages.
+        fresh = mirror("mirror-org/beta", "--to", server.upload_url, "--state", tmp_path / "state2", env=env)
+        table = fresh.stdout.splitlines()
+        assert sum(line.startswith("present  mirror-org/beta ") for line in table) == 3, fresh.stdout
+        assert all("(already on the index server, same sha256; not uploaded)" in line
+                   for line in table if line.startswith("present"))
+        assert table[-1] == f"{server.upload_url} (state in {tmp_path / 'state2'}): 0 added, 3 present, 0 skipped"
+        assert "page" not in fresh.stdout
+        assert {p.name: p.stat().st_mtime_ns for p in packages.iterdir()} == uploaded
 
         python = make_venv(tmp_path / "venv")
         subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--index-url", server.simple_url,

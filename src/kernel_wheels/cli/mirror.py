@@ -186,5 +186,6 @@ def _table(result: MirrorResult) -> None:
             out(f"{row.status:<{width}}  {row.repo:<{repo_width}}  {row.version:<10} "
                   f"{row.variant:<40} {row.detail}".rstrip())
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n or s in ("added", "skipped"))
-    out(f"{result.destination}{' (dry run)' if result.dry_run else ''}: {summary}; "
-          f"{result.pages_written} page(s) written")
+    # An index server lists the wheels itself: no pages to speak of.
+    pages = f"; {result.pages_written} page(s) written" if result.writes_pages else ""
+    out(f"{result.destination}{' (dry run)' if result.dry_run else ''}: {summary}{pages}")

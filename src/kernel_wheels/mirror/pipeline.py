@@ -76,7 +76,8 @@ class MirrorOptions:
 class Row:
     """One line of the final table."""
 
-    #: added, replaced, moved, yanked, not-yanked (an index server: it cannot be told),
+    #: added, replaced, present (an index server had the same file already: not
+    #: uploaded), moved, yanked, not-yanked (an index server: it cannot be told),
     #: pruned, refused (a conversion, or a published wheel the policy refuses), removed
     #: (a published wheel the policy refuses, with --remove-refused), planned
     status: str
@@ -99,16 +100,18 @@ class MirrorResult:
     rows: tuple[Row, ...]
     pages_written: int
     skipped: int = 0
+    #: False for an index server: it lists the wheels itself, the mirror writes no pages.
+    writes_pages: bool = True
 
     def count(self, status: str) -> int:
         return self.skipped if status == "skipped" else sum(r.status == status for r in self.rows)
 
     def to_dict(self) -> dict[str, Any]:
-        statuses = ("planned", "added", "replaced", "skipped", "moved", "yanked", "not-yanked", "pruned",
-                    "refused", "removed")
+        statuses = ("planned", "added", "replaced", "present", "skipped", "moved", "yanked", "not-yanked",
+                    "pruned", "refused", "removed")
         return {"destination": self.destination, "shard": self.shard, "dry_run": self.dry_run,
                 "counts": {s: self.count(s) for s in statuses},
-                "pages_written": self.pages_written,
+                "pages_written": self.pages_written if self.writes_pages else None,
                 "items": [r.to_dict() for r in self.rows]}
 
 
@@ -175,7 +178,8 @@ def mirror(listings: Sequence[RepoListing], store: Destination, options: MirrorO
     if options.dry_run:
         rows = plan.rows + [Row("planned", a.item.repo, a.item.version, a.item.variant,
                                 "replace" if a.kind == "replace" else "") for a in plan.work]
-        return MirrorResult(where, str(options.shard), True, tuple(_sorted(rows)), 0, plan.skipped)
+        return MirrorResult(where, str(options.shard), True, tuple(_sorted(rows)), 0, plan.skipped,
+                            uploads.writes_pages)
     rows = plan.rows + _convert_all(plan.work, listings, store, uploads, options, lister or HubLister(),
                                     progress)
     refused = _published_refusals(listings, store, options, uploads, progress)
@@ -186,7 +190,7 @@ def mirror(listings: Sequence[RepoListing], store: Destination, options: MirrorO
     done = _finish_under_lease(store, listings, plan.touched, options, uploads, progress, remove)
     rows += _hub_deletions(done, uploads) + _refusal_rows(refused, done)
     return MirrorResult(where, str(options.shard), False, tuple(_sorted(rows)), done.pages_written,
-                        plan.skipped)
+                        plan.skipped, uploads.writes_pages)
 
 
 def _published_refusals(listings: Sequence[RepoListing], store: Destination, options: MirrorOptions,
@@ -336,9 +340,14 @@ def _convert_all(work: list[Action], listings: Sequence[RepoListing], store: Des
         except KernelWheelsError as exc:
             rows += [Row("refused", repo, version, a.item.variant, exc.message) for a in planned]
             continue
-        for action, record in uploaded:
+        for action, record, sent in uploaded:
             done += 1
             progress(ItemDone(repo, version, action.item.variant, record.wheel, record.size, done, len(work)))
+            if not sent:
+                rows.append(Row("present", repo, version, action.item.variant,
+                                f"{record.wheel} (already on the index server, same sha256; "
+                                "not uploaded)"))
+                continue
             status = "replaced" if action.kind == "replace" else "added"
             rows.append(Row(status, repo, version, action.item.variant, record.wheel))
         for action in planned[len(uploaded):]:
@@ -347,9 +356,11 @@ def _convert_all(work: list[Action], listings: Sequence[RepoListing], store: Des
 
 
 def _convert_release(planned: list[Action], store: Destination, uploads: WheelUploads,
-                     options: MirrorOptions, lister: HubLister, locked: Any) -> list[tuple[Action, Record]]:
+                     options: MirrorOptions, lister: HubLister,
+                     locked: Any) -> list[tuple[Action, Record, bool]]:
     """Convert one release's planned variants; upload each wheel's objects, then its
-    record. Returns the (action, record) pairs uploaded, in the planned order."""
+    record. Returns (action, record, whether it was sent: False when the index server
+    had the file already) for each wheel, in the planned order."""
     from ..convert.pipeline import ConvertOptions, to_wheels  # only a run that converts loads them
 
     first = planned[0].item
@@ -363,21 +374,23 @@ def _convert_release(planned: list[Action], store: Destination, uploads: WheelUp
         uploaded = []
         for wheel in result.wheels:
             action = names[wheel.variant.name]
-            record = _upload(store, uploads, action.item, wheel.path)
+            record, sent = _upload(store, uploads, action.item, wheel.path)
             if uploads.writes_pages and judging(options.policy, options.remove_refused):
                 keep_passed(store, options.policy, record.sha256)  # converted under the policy
-            uploaded.append((action, record))
+            uploaded.append((action, record, sent))
     order = list(names)
     return sorted(uploaded, key=lambda pair: order.index(pair[0].item.variant))
 
 
-def _upload(store: Destination, uploads: WheelUploads, item: Item, path: Path) -> Record:
+def _upload(store: Destination, uploads: WheelUploads, item: Item, path: Path) -> tuple[Record, bool]:
+    """The wheel to ``uploads``, then its record; and whether the wheel was sent (False:
+    the index server had the same file)."""
     from ..index.wheelfacts import read_facts
 
     facts, metadata = read_facts(path)
-    uploads.upload(path, metadata)
+    sent = uploads.upload(path, metadata) is not False  # None (an uploader of before): sent
     record = Record(item.repo, item.version, item.tag, item.commit, item.variant, path.name,
                     facts.project, facts.sha256, facts.size, facts.requires_python,
                     facts.metadata_sha256)
     store.put(pending_key(record), encode(record.to_dict()))
-    return record
+    return record, sent

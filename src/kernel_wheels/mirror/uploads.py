@@ -24,8 +24,9 @@ class WheelUploads(Protocol):
     #: the server does (and then yanks and removals cannot be made through it).
     writes_pages: bool
 
-    def upload(self, path: Path, metadata: bytes) -> None:
-        """Make the wheel (and its PEP 658 metadata) available, completely."""
+    def upload(self, path: Path, metadata: bytes) -> bool | None:
+        """Make the wheel (and its PEP 658 metadata) available, completely. False: it
+        was there already (the same file), nothing was sent; True or None: sent."""
         ...
 
 
@@ -37,10 +38,11 @@ class StoreUploads:
     def __init__(self, store: Destination) -> None:
         self.store, self.description = store, store.description
 
-    def upload(self, path: Path, metadata: bytes) -> None:
+    def upload(self, path: Path, metadata: bytes) -> bool:
         wheel_key, metadata_key = object_keys(path.name)
         self.store.put_file(wheel_key, path)
         self.store.put(metadata_key, metadata)
+        return True
 
 
 class ServerUploads:
@@ -59,9 +61,11 @@ class ServerUploads:
         self.timeout = DEFAULT_TIMEOUT if timeout is None else timeout
         self.description = repository.display
 
-    def upload(self, path: Path, metadata: bytes) -> None:
+    def upload(self, path: Path, metadata: bytes) -> bool:
         from ..remote.publish import find_simple_api, publish
 
         if self.index_url is None:  # looked for once, at the first wheel
             self.index_url = find_simple_api(self.repository, self.timeout, self.tls)
-        publish([path], self.repository, index_url=self.index_url, timeout=self.timeout, tls=self.tls)
+        outcomes = publish([path], self.repository, index_url=self.index_url, timeout=self.timeout,
+                           tls=self.tls)
+        return any(outcome.status == "uploaded" for outcome in outcomes)
